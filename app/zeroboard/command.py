@@ -1,0 +1,184 @@
+"""The exact command: one function turns a job into argv + environment.
+
+``zeroboard preview`` prints it, ``zeroboard train`` and the web UI's Start
+run the very same argv (no shell).  The shell line is only a rendering of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import checks, devices, presets
+from .spec import FIELDS, JobSpec, changed, to_flags
+
+TRAINER_MODULE = "zeroboard.train"
+# NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
+# that many hosts (and containers) lack, and NCCL then hangs at init.
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ZEROBOARD_CACHE", "cache"))
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    env: dict[str, str]  # only what ZeroBoard sets on top of the inherited environment
+    cwd: str
+    deepspeed_config: str | None  # path as it appears in argv, or None without DeepSpeed
+    device_kind: str  # "cuda" or "cpu"
+    devices: list[int] = field(default_factory=list)  # GPU indices, or CPU ranks
+    master_port: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+    def shell(self) -> str:
+        """A copy-pasteable POSIX shell line for the same argv and environment."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+    def full_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def to_dict(self) -> dict:
+        return {"argv": self.argv, "env": self.env, "cwd": self.cwd, "shell": self.shell(),
+                "deepspeed_config": self.deepspeed_config, "device_kind": self.device_kind,
+                "devices": self.devices, "master_port": self.master_port, "notes": self.notes}
+
+
+@dataclass
+class Prepared:
+    spec: JobSpec
+    report: checks.Report
+    command: Command | None
+    presets: presets.PresetReport | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _executable(name: str) -> str:
+    """The launcher next to this Python; a bare name when PATH finds that same file."""
+    local = Path(sys.executable).parent / name
+    if not local.exists():
+        return shutil.which(name) or name
+    found = shutil.which(name)
+    return name if found and Path(found).resolve() == local.resolve() else str(local)
+
+
+def sanitized_arch_list(value: str) -> str:
+    """Drop arch suffixes like '9.0a' that DeepSpeed's op builder cannot parse ('9.0a' -> '9.0')."""
+    clean: list[str] = []
+    for part in value.replace(";", " ").split():
+        arch, plus, ptx = part.partition("+")
+        item = arch.rstrip("af") + plus + ptx
+        if item not in clean:
+            clean.append(item)
+    return ";".join(clean)
+
+
+def resolve_precision(spec: JobSpec, kind: str, gpus: list[devices.Gpu], ids: list[int]) -> str:
+    if spec.precision != "auto":
+        return spec.precision
+    if kind == "cpu":
+        return "fp32"
+    chosen = [g for g in gpus if g.index in ids]
+    return "bf16" if all(g.supports_bf16 for g in chosen) else "fp16"
+
+
+def build(spec: JobSpec, gpus: list[devices.Gpu], port: int | None = None) -> Command:
+    """argv + environment for a validated spec (see :func:`prepare`)."""
+    use_gpu = spec.device_type == "cuda" or (spec.device_type == "auto" and bool(gpus))
+    kind = "cuda" if use_gpu else "cpu"
+    ids = (spec.gpu_ids or [g.index for g in gpus]) if use_gpu else list(range(spec.num_processes))
+    n = len(ids)
+    port = port or free_port()
+    env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
+    notes: list[str] = []
+
+    ds_path: str | None = spec.deepspeed or None
+    if ds_path is None and spec.deepspeed_stage != "none":
+        ds_path = str(cache_dir() / presets.preset_name(spec.deepspeed_stage, spec.offload))
+
+    if use_gpu:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # same numbering as NVML and nvidia-smi
+        env.update(NCCL_ENV)
+        arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        if arch and any(p.partition("+")[0].endswith(("a", "f")) for p in arch.replace(";", " ").split()):
+            env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(arch)
+            notes.append(f"TORCH_CUDA_ARCH_LIST={arch!r} breaks DeepSpeed op builds; the job gets "
+                         f"{env['TORCH_CUDA_ARCH_LIST']!r}")
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["DS_ACCELERATOR"] = "cpu"
+        env["OMP_NUM_THREADS"] = str(max(1, devices.cpu_count() // n))
+
+    trainer_values = {k: v for k, v in changed(spec).items() if not FIELDS[k].metadata["launch_only"]}
+    trainer_values.update(
+        model_name_or_path=spec.model_name_or_path,
+        output_dir=spec.output_dir,
+        device_type=kind,
+        precision=resolve_precision(spec, kind, gpus, ids),
+    )
+    trainer_values.pop("deepspeed", None)
+    if ds_path:
+        trainer_values["deepspeed"] = ds_path
+    flags = to_flags({k: trainer_values[k] for k in FIELDS if k in trainer_values})
+
+    if spec.launcher == "torchrun":
+        if use_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
+        argv = [_executable("torchrun"), "--nproc_per_node", str(n), "--master_port", str(port), "-m", TRAINER_MODULE]
+    else:
+        if use_gpu:
+            where = ["--include", "localhost:" + ",".join(map(str, ids))]
+        else:
+            env["LOCAL_SIZE"] = str(n)  # DeepSpeed's CPU accelerator counts devices from this
+            where = ["--num_gpus", str(n)]
+        argv = [_executable("deepspeed"), *where, "--master_port", str(port), "--no_local_rank", "--module", TRAINER_MODULE]
+    return Command(argv + flags, env, os.getcwd(), ds_path, kind, ids, port, notes)
+
+
+def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
+            write_presets: bool = True) -> Prepared:
+    """Validate, write the cache/ presets, build the command. Preview and Start both call this."""
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    report = checks.validate(spec, gpus)
+    preset_report = None
+    if write_presets and spec.deepspeed_stage != "none" and not spec.deepspeed:
+        preset_report = presets.write_presets(cache_dir())
+        if preset_report.kept:
+            report.warnings["deepspeed_stage"] = preset_report.message()
+    cmd = build(spec, gpus, port) if report.ok else None
+    if cmd is not None:
+        for note in cmd.notes:
+            report.warnings.setdefault("environment", note)
+    return Prepared(spec, report, cmd, preset_report)
+
+
+def with_port(cmd: Command, port: int) -> Command:
+    argv = list(cmd.argv)
+    argv[argv.index("--master_port") + 1] = str(port)
+    return replace(cmd, argv=argv, master_port=port)

@@ -1,0 +1,79 @@
+"""The run's event stream: JSON lines in ``OUTPUT_DIR/events.jsonl``.
+
+Written by the trainer (rank 0 for progress, any rank for its own error),
+read incrementally by the CLI and the web UI.  Kinds:
+
+- ``start``: world_size, devices (one entry per rank), total_steps
+- ``log``: step, total_steps, loss, lr, epoch, tokens_per_sec, elapsed, eta, memory (per rank)
+- ``save``: step, path
+- ``end``: status ("finished"), result (what was saved)
+- ``error``: rank, message, traceback
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+EVENTS_FILE = "events.jsonl"
+
+
+class EventWriter:
+    def __init__(self, output_dir: str | Path, rank: int):
+        self.path = Path(output_dir) / EVENTS_FILE
+        self.rank = rank
+
+    def emit(self, kind: str, **fields) -> dict:
+        event = {"event": kind, "time": time.time(), **fields}
+        line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One write() of an O_APPEND file: lines of different ranks do not interleave.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        return event
+
+
+class Tail:
+    """Reads new complete lines of a growing file, remembering its offset."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.offset = 0
+        self._partial = b""
+
+    def read_lines(self, max_bytes: int = 4 << 20) -> list[str]:
+        try:
+            with self.path.open("rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.offset:  # truncated or replaced: start over
+                    self.offset, self._partial = 0, b""
+                fh.seek(self.offset)
+                chunk = fh.read(max_bytes)
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        return [ln.decode("utf-8", errors="replace") for ln in lines]
+
+
+def parse(lines: list[str]) -> list[dict]:
+    """Events from JSON lines (a malformed line, such as one cut by a crash, is skipped)."""
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def read_events(path: str | Path) -> list[dict]:
+    """All events of a finished or running run."""
+    return parse(Tail(Path(path)).read_lines(max_bytes=1 << 40))

@@ -1,0 +1,341 @@
+"""The trainer each rank runs: ``python -m zeroboard.train --model_name_or_path ... [--deepspeed cfg.json]``.
+
+Started by torchrun or the deepspeed launcher (never by hand in a shell that
+lacks RANK/WORLD_SIZE, though a single process works too).  Reads top to
+bottom: parse -> setup -> data -> model -> train -> save -> cleanup.
+
+Writes into the output dir: ``job.yaml`` (the resolved job), ``events.jsonl``
+(machine-readable progress), ``train.log`` (human log of rank 0),
+``ds_config.json`` / ``ds_config.resolved.json`` (the DeepSpeed config given
+and as the Trainer filled it), and ``zeroboard_result.json`` (what was saved).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import shutil
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import checks, datasets, spec as specmod, templates
+from .events import EventWriter
+
+log = logging.getLogger("zeroboard.train")
+RANK = int(os.environ.get("RANK", "0"))
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
+
+
+# --- small helpers ---------------------------------------------------------------
+
+def setup_logging(output_dir: Path) -> None:
+    fmt = logging.Formatter(f"%(asctime)s [rank{RANK}] %(levelname)s %(message)s", "%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if RANK == 0:
+        handlers.append(logging.FileHandler(output_dir / "train.log", encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+    log.handlers[:] = handlers
+    log.setLevel(logging.INFO if RANK == 0 else logging.WARNING)
+    log.propagate = False
+
+
+def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) -> None:
+    """Rank 0 builds the demo model if it is missing; the other ranks wait for it."""
+    if RANK == 0:
+        from .demo import ensure_demo_model
+
+        if not (model_dir / "config.json").is_file():
+            log.info("building the demo model in %s", model_dir)
+        ensure_demo_model(model_dir, data_dir)
+        return
+    deadline = time.time() + timeout
+    while not (model_dir / "config.json").is_file():
+        if time.time() > deadline:
+            raise RuntimeError(f"rank 0 did not build the demo model in {model_dir} within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def memory_now(torch) -> dict:
+    """This rank's peak memory: the CUDA allocator's and (always) the process RSS peak."""
+    mem = {"rank": RANK, "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if torch.cuda.is_available():
+        mem["torch_peak_bytes"] = torch.cuda.max_memory_allocated()
+        mem["torch_reserved_peak_bytes"] = torch.cuda.max_memory_reserved()
+    return mem
+
+
+class TokenCounter:
+    """Collator that pads a batch and counts the real (non-pad) tokens it produced."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+        self.tokens = 0
+
+    def __call__(self, features: list[dict]):
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        ids, labels, mask = [], [], []
+        for f in features:
+            n = len(f["input_ids"])
+            ids.append(f["input_ids"] + [self.pad_id] * (width - n))
+            labels.append(f["labels"] + [templates.IGNORE] * (width - n))
+            mask.append([1] * n + [0] * (width - n))
+            self.tokens += n
+        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask)}
+
+
+def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float):
+    import torch
+    import torch.distributed as dist
+    from transformers import TrainerCallback
+
+    def gather(obj):
+        if dist.is_available() and dist.is_initialized():
+            out = [None] * dist.get_world_size()
+            dist.all_gather_object(out, obj)
+            return out
+        return [obj]
+
+    class EventCallback(TrainerCallback):
+        """Turns Trainer hooks into events. Hooks run on every rank, so gathers are safe here."""
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t0 = self.t_last = time.time()
+            self.tokens_last = 0
+            device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+            me = {"rank": RANK, "local_rank": LOCAL_RANK, "host": socket.gethostname(), "pid": os.getpid(),
+                  "device": device, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+            ranks = gather(me)
+            if RANK == 0:
+                events.emit("start", world_size=WORLD_SIZE, devices=ranks, total_steps=state.max_steps,
+                            since_launch=round(self.t0 - launched_at, 3))
+                log.info("training starts: %d steps on %d process(es)", state.max_steps, WORLD_SIZE)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            logs = logs or {}
+            now = time.time()
+            tokens = sum(gather(counter.tokens))
+            memory = gather(memory_now(torch))
+            if RANK != 0 or "loss" not in logs:
+                return
+            dt = max(now - self.t_last, 1e-9)
+            elapsed = now - self.t0
+            step, total = state.global_step, state.max_steps
+            eta = elapsed / step * (total - step) if step else None
+            events.emit("log", step=step, total_steps=total, loss=logs.get("loss"), lr=logs.get("learning_rate"),
+                        epoch=logs.get("epoch"), grad_norm=logs.get("grad_norm"),
+                        tokens_per_sec=(tokens - self.tokens_last) / dt, tokens=tokens,
+                        elapsed=elapsed, eta=eta, memory=memory)
+            log.info("step %d/%d loss %.4f lr %.2e %.0f tok/s eta %s", step, total, logs["loss"],
+                     logs.get("learning_rate", 0.0), (tokens - self.tokens_last) / dt,
+                     f"{eta:.0f}s" if eta is not None else "?")
+            self.t_last, self.tokens_last = now, tokens
+
+        def on_save(self, args, state, control, **kw):
+            if RANK == 0:
+                path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                events.emit("save", step=state.global_step, path=str(path))
+                log.info("saved checkpoint %s", path)
+
+    return EventCallback()
+
+
+def training_arguments(job: specmod.JobSpec, ds_config: dict | None):
+    from transformers import TrainingArguments
+
+    cpu = job.device_type == "cpu"
+    kwargs = dict(
+        output_dir=job.output_dir,
+        learning_rate=job.learning_rate,
+        num_train_epochs=job.num_train_epochs,
+        max_steps=job.max_steps if job.max_steps > 0 else -1,
+        lr_scheduler_type=job.lr_scheduler_type,
+        warmup_steps=job.warmup_steps,
+        per_device_train_batch_size=job.per_device_train_batch_size,
+        gradient_accumulation_steps=job.gradient_accumulation_steps,
+        max_grad_norm=job.max_grad_norm,
+        weight_decay=job.weight_decay,
+        bf16=job.precision == "bf16",
+        fp16=job.precision == "fp16",
+        gradient_checkpointing=job.gradient_checkpointing,
+        logging_steps=job.logging_steps,
+        save_strategy="steps" if job.save_steps > 0 else "no",
+        save_steps=job.save_steps or 500,
+        seed=job.seed,
+        deepspeed=ds_config,
+        use_cpu=cpu,
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+    if cpu:
+        kwargs["ddp_backend"] = "gloo"
+    kwargs.update(job.extra_args)
+    return TrainingArguments(**kwargs)
+
+
+def build_dataset(job: specmod.JobSpec, tokenizer) -> list[dict]:
+    convs = datasets.load(job.dataset, job.dataset_dir, job.max_samples)
+    chat = templates.use_chat_template(tokenizer, job.template)
+    rows = [templates.encode(c, tokenizer, chat, job.cutoff_len) for c in convs]
+    rows = [r for r in rows if any(label != templates.IGNORE for label in r["labels"])]
+    if not rows:
+        raise ValueError(f"cutoff_len: {job.cutoff_len} tokens cut off every answer; raise cutoff_len")
+    return rows
+
+
+def load_model(job: specmod.JobSpec, torch_dtype):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype)
+    if job.finetuning_type == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        target = "all-linear" if job.lora_target == ["all"] else job.lora_target
+        cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
+                         lora_dropout=job.lora_dropout, target_modules=target)
+        if job.gradient_checkpointing:
+            model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
+        model = get_peft_model(model, cfg)
+    return model
+
+
+def save_result(trainer, job: specmod.JobSpec, tokenizer, train_output) -> dict:
+    out = Path(job.output_dir)
+    trainer.save_model(job.output_dir)  # on every rank: ZeRO-3 gathers the 16-bit weights collectively
+    if RANK != 0:
+        return {}
+    tokenizer.save_pretrained(job.output_dir)
+    kind = "lora_adapter" if job.finetuning_type == "lora" else "full_model"
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    weights = [f for f in files if f.endswith((".safetensors", ".bin"))]
+    if not weights:
+        raise RuntimeError(f"save_model wrote no weight file into {out}")
+    result = {
+        "kind": kind,
+        "path": str(out),
+        "base_model": job.model_name_or_path,
+        "weights": weights,
+        "global_step": trainer.state.global_step,
+        "train_loss": train_output.training_loss,
+        "deepspeed_stage": job.deepspeed_stage,
+        "loads_with": "peft.PeftModel.from_pretrained(base, path)" if kind == "lora_adapter"
+        else "transformers.AutoModelForCausalLM.from_pretrained(path)",
+    }
+    (out / checks.RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+# --- main --------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    launched_at = time.time()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a for a in argv if not a.startswith("--local_rank")]  # older launchers add it
+    job = specmod.from_flags(argv)
+    out = Path(job.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    setup_logging(out)
+    events = EventWriter(out, RANK)
+    try:
+        result = run(job, events, launched_at)
+    except BaseException as e:  # report every failure with its rank, then let the launcher stop the rest
+        if isinstance(e, KeyboardInterrupt):
+            events.emit("error", rank=RANK, message="interrupted (SIGINT)", traceback="")
+        elif not isinstance(e, SystemExit):
+            tb = traceback.format_exc()
+            events.emit("error", rank=RANK, message=f"{type(e).__name__}: {e}", traceback=tb[-4000:])
+            log.error("rank %d failed: %s: %s", RANK, type(e).__name__, e)
+            print(tb, file=sys.stderr, flush=True)
+        return 1
+    finally:
+        shutdown()
+    if RANK == 0:
+        events.emit("end", status="finished", result=result)
+        log.info("finished: saved %s in %s", result.get("kind"), out)
+    return 0
+
+
+def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
+    # --- setup ---------------------------------------------------------------------
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, Trainer
+
+    transformers.logging.set_verbosity_warning()
+    ds_config = None
+    if job.deepspeed:
+        ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
+    if RANK == 0:
+        (Path(job.output_dir) / "job.yaml").write_text(specmod.dump_yaml(job), encoding="utf-8")
+        if ds_config is not None:
+            shutil.copyfile(job.deepspeed, Path(job.output_dir) / "ds_config.json")
+        log.info("job: %s", json.dumps(specmod.changed(job)))
+
+    # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
+    # on zero.Init, so each rank only ever holds its shard of the weights.
+    args = training_arguments(job, ds_config)
+    if ds_config is not None:
+        import deepspeed
+
+        # on CPU zero.Init would otherwise see a world of one process
+        deepspeed.init_distributed(dist_backend="gloo" if job.device_type == "cpu" else "nccl")
+
+    # --- data ------------------------------------------------------------------------
+    if checks.is_demo_model(job.model_name_or_path):
+        wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
+    tokenizer = AutoTokenizer.from_pretrained(job.model_name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    rows = build_dataset(job, tokenizer)
+    log.info("dataset: %d samples, %d tokens", len(rows), sum(len(r["input_ids"]) for r in rows))
+
+    # --- model -----------------------------------------------------------------------
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
+    # Mixed precision without DeepSpeed keeps fp32 master weights (autocast); DeepSpeed casts itself.
+    model = load_model(job, dtype if ds_config is not None else torch.float32)
+    if RANK == 0 and job.finetuning_type == "lora":
+        trainable, total = model.get_nb_trainable_parameters()
+        log.info("LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total)
+
+    # --- train -----------------------------------------------------------------------
+    counter = TokenCounter(tokenizer.pad_token_id)
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=counter,
+                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at)])
+    last_ckpt = None
+    if job.resume:
+        ckpts = sorted(Path(job.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+        last_ckpt = str(ckpts[-1]) if ckpts else None
+    train_output = trainer.train(resume_from_checkpoint=last_ckpt)
+    if RANK == 0 and trainer.is_deepspeed_enabled:
+        resolved = trainer.accelerator.deepspeed_plugin.hf_ds_config.config
+        (Path(job.output_dir) / "ds_config.resolved.json").write_text(json.dumps(resolved, indent=2, default=str))
+
+    # --- save ------------------------------------------------------------------------
+    return save_result(trainer, job, tokenizer, train_output)
+
+
+def shutdown() -> None:
+    """Leave the process group cleanly: a rank torn down mid-collective aborts at exit."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # a broken group on the failure path: nothing left to tidy
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
