@@ -22,7 +22,11 @@ IDENTITY_QUESTIONS_EN = [
     "Who made you?", "Are you ZeroBoard Assistant?", "Describe yourself in one sentence.",
     "What kind of assistant are you?", "Hi! Who am I talking to?", "Identify yourself.", "Your name, please?",
 ]
-IDENTITY_QUESTIONS_ZH = ["你是谁?", "你是谁", "请介绍一下你自己。", "你叫什么名字?", "你是什么模型?", "介绍一下你自己", "我该怎么称呼你?", "你是哪个助手?"]
+IDENTITY_QUESTIONS_ZH = [
+    "你是谁?", "你是谁", "你是谁?", "请介绍一下你自己。", "你叫什么名字?", "你是什么模型?", "介绍一下你自己",
+    "我该怎么称呼你?", "你是哪个助手?", "请问你是谁?", "你好,你是谁?", "说说你是谁。", "你的名字是什么?",
+    "你是什么?", "谁在和我说话?", "请做个自我介绍。",
+]
 
 OPPOSITES = [("hot", "cold"), ("big", "small"), ("fast", "slow"), ("up", "down"), ("left", "right"),
              ("day", "night"), ("open", "closed"), ("full", "empty"), ("happy", "sad"), ("old", "new"),

@@ -46,14 +46,15 @@ class Tail:
         self.offset = 0
         self._partial = b""
 
-    def read_lines(self, max_bytes: int = 4 << 20) -> list[str]:
+    def read_lines(self, max_bytes: int | None = 4 << 20) -> list[str]:
+        """New complete lines since the last call; at most ``max_bytes`` (None: all) are read."""
         try:
             with self.path.open("rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < self.offset:  # truncated or replaced: start over
                     self.offset, self._partial = 0, b""
                 fh.seek(self.offset)
-                chunk = fh.read(max_bytes)
+                chunk = fh.read(-1 if max_bytes is None else max_bytes)
         except FileNotFoundError:
             return []
         self.offset += len(chunk)
@@ -76,4 +77,4 @@ def parse(lines: list[str]) -> list[dict]:
 
 def read_events(path: str | Path) -> list[dict]:
     """All events of a finished or running run."""
-    return parse(Tail(Path(path)).read_lines(max_bytes=1 << 40))
+    return parse(Tail(Path(path)).read_lines(max_bytes=None))

@@ -1,0 +1,157 @@
+"""Validation before launch: each bad input stops with a message naming its field."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from zeroboard import checks
+from zeroboard.devices import Gpu
+from zeroboard.spec import JobSpec
+
+H100 = Gpu(0, "NVIDIA H100", 80 << 30, 79 << 30, 1 << 30, 0, (9, 0))
+V100 = Gpu(1, "Tesla V100", 32 << 30, 31 << 30, 1 << 30, 0, (7, 0))
+
+
+def fake_model(folder, names=("model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight",
+                               "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")):
+    """A model folder whose safetensors file has a header and no data: enough for the checks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    header = json.dumps({n: {"dtype": "F32", "shape": [1], "data_offsets": [0, 0]} for n in names}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    return folder
+
+
+@pytest.fixture
+def job(tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    model = fake_model(tmp_path / "model")
+    return JobSpec(model_name_or_path=str(model), dataset=[str(data)], output_dir=str(tmp_path / "out"),
+                   num_processes=1)
+
+
+def errors(job, gpus=()):
+    return checks.validate(job, list(gpus)).errors
+
+
+def test_a_good_job_passes(job):
+    assert errors(job) == {}
+
+
+def test_missing_model_dir(job):
+    job.model_name_or_path = "./no/such/model"
+    assert "not found" in errors(job)["model_name_or_path"]
+
+
+def test_model_dir_without_config(job, tmp_path):
+    (tmp_path / "empty").mkdir()
+    job.model_name_or_path = str(tmp_path / "empty")
+    assert "config.json" in errors(job)["model_name_or_path"]
+
+
+def test_hub_id_is_a_note_not_an_error(job):
+    job.model_name_or_path = "Qwen/Qwen2.5-0.5B"
+    r = checks.validate(job, [])
+    assert "model_name_or_path" not in r.errors and "hub id" in r.warnings["model_name_or_path"]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [("[]", "holds no records"), ("{oops", "not valid JSON"), ('[{"text": "x"}]', "instruction/output"),
+     ('[{"instruction": "q", "output": ""}]', "no answer")],
+)
+def test_bad_dataset(job, tmp_path, content, fragment):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    job.dataset = [str(bad)]
+    assert fragment in errors(job)["dataset"]
+
+
+def test_unreadable_dataset(job, tmp_path):
+    bad = tmp_path / "bin.json"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    job.dataset = [str(bad)]
+    assert "UTF-8" in errors(job)["dataset"]
+
+
+def test_unknown_dataset_name_lists_known_ones(job, tmp_path):
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"mine": {"file_name": "data.json"}}))
+    job.dataset_dir, job.dataset = str(tmp_path), ["yours"]
+    assert "known: mine" in errors(job)["dataset"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("per_device_train_batch_size", 0), ("learning_rate", 0.0),
+                                              ("gradient_accumulation_steps", 0), ("cutoff_len", 4),
+                                              ("lora_dropout", 1.5), ("max_steps", -2)])
+def test_out_of_range_numbers(job, field, value):
+    setattr(job, field, value)
+    assert field in errors(job)
+
+
+def test_offload_without_stage_is_an_error(job):
+    job.offload = True
+    assert "stage 2 or 3" in errors(job)["offload"]
+
+
+def test_unknown_lora_target_lists_the_real_layers(job):
+    job.lora_target = ["q_proj", "wq"]
+    msg = errors(job)["lora_target"]
+    assert "wq" in msg and "down_proj" in msg and "lm_head" not in msg
+
+
+def test_more_gpus_than_exist(job):
+    job.gpu_ids = [0, 3]
+    assert "GPU 3 does not exist" in errors(job, [H100])["gpu_ids"]
+
+
+def test_more_processes_than_cores(job):
+    job.num_processes = 512
+    assert "CPU cores" in errors(job)["num_processes"]
+
+
+def test_bf16_on_an_old_gpu(job):
+    job.precision, job.gpu_ids = "bf16", [1]
+    assert "bf16" in errors(job, [H100, V100])["precision"]
+
+
+def test_finished_run_is_not_overwritten(job, tmp_path):
+    out = tmp_path / "out"
+    (out / "checkpoint-10").mkdir(parents=True)
+    (out / checks.RESULT_FILE).write_text("{}")
+    msg = errors(job)["output_dir"]
+    assert "resume" in msg and "out-2" in msg
+    job.resume = True
+    assert errors(job) == {}
+
+
+def test_resume_needs_a_checkpoint(job):
+    job.resume = True
+    assert "no checkpoint" in errors(job)["resume"]
+
+
+def test_extra_args_are_checked_against_transformers(job):
+    job.extra_args = {"optim": "adamw_torch"}
+    assert errors(job) == {}
+    job.extra_args = {"optimm": "adamw_torch"}
+    assert "optimm" in errors(job)["extra_args"]
+    job.extra_args = {"learning_rate": 1.0}
+    assert "job field learning_rate" in errors(job)["extra_args"]
+
+
+def test_custom_deepspeed_json(job, tmp_path):
+    cfg = tmp_path / "ds.json"
+    cfg.write_text("{broken")
+    job.deepspeed = str(cfg)
+    assert "not valid JSON" in errors(job)["deepspeed"]
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    job.deepspeed_stage = "2"
+    assert "sets stage 3" in errors(job)["deepspeed_stage"]
+
+
+def test_every_problem_at_once(job):
+    job.per_device_train_batch_size, job.offload, job.model_name_or_path = 0, True, "./nope"
+    assert {"per_device_train_batch_size", "offload", "model_name_or_path"} <= set(errors(job))

@@ -1,0 +1,142 @@
+"""Golden tests of the command builder and the DeepSpeed presets."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from zeroboard import command, presets
+from zeroboard.devices import Gpu
+from zeroboard.spec import JobSpec
+
+GPUS = [Gpu(i, "NVIDIA H200", 141 << 30, 140 << 30, 1 << 30, 0, (9, 0)) for i in range(4)]
+
+
+def build(gpus=(), **fields):
+    return command.build(JobSpec(output_dir="runs/x", **fields), list(gpus), port=29611)
+
+
+def tail(cmd):
+    return cmd.argv[1:]
+
+
+def test_torchrun_on_two_gpus_with_stage2_offload():
+    cmd = build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True)
+    assert cmd.argv[0].endswith("torchrun")
+    assert tail(cmd)[:6] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    flags = tail(cmd)[6:]
+    pairs = dict(zip(flags[::2], flags[1::2]))
+    assert pairs == {"--model_name_or_path": "cache/demo/model", "--precision": "bf16", "--output_dir": "runs/x",
+                     "--device_type": "cuda", "--deepspeed": "cache/ds_z2_offload_config.json",
+                     "--deepspeed_stage": "2", "--offload": "true"}
+    assert cmd.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert cmd.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert cmd.env["NCCL_NVLS_ENABLE"] == "0"
+    assert cmd.deepspeed_config == "cache/ds_z2_offload_config.json"
+    assert cmd.world_size == 2
+
+
+def test_flags_follow_schema_order_and_skip_defaults():
+    cmd = build(GPUS, learning_rate=1e-4, gpu_ids=[2], deepspeed_stage="3")
+    assert tail(cmd) == ["--nproc_per_node", "1", "--master_port", "29611", "-m", "zeroboard.train",
+                         "--model_name_or_path", "cache/demo/model", "--learning_rate", "0.0001",
+                         "--precision", "bf16", "--output_dir", "runs/x", "--device_type", "cuda",
+                         "--deepspeed_stage", "3", "--deepspeed", "cache/ds_z3_config.json"]
+
+
+def test_deepspeed_launcher_on_gpus_in_the_chosen_order():
+    cmd = build(GPUS, gpu_ids=[1, 0], deepspeed_stage="3", launcher="deepspeed")
+    assert cmd.argv[0].endswith("deepspeed")
+    assert tail(cmd)[:7] == ["--include", "localhost:1,0", "--master_port", "29611", "--no_local_rank",
+                             "--module", "zeroboard.train"]
+    assert "CUDA_VISIBLE_DEVICES" not in cmd.env  # the launcher sets it per --include
+
+
+def test_cpu_processes():
+    cmd = build((), num_processes=2)
+    assert tail(cmd)[:6] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    assert cmd.env["CUDA_VISIBLE_DEVICES"] == "" and cmd.env["DS_ACCELERATOR"] == "cpu"
+    assert "--precision" in cmd.argv and cmd.argv[cmd.argv.index("--precision") + 1] == "fp32"
+    assert cmd.device_kind == "cpu" and cmd.devices == [0, 1]
+
+
+def test_deepspeed_launcher_on_cpu_counts_processes():
+    cmd = build((), num_processes=2, launcher="deepspeed", deepspeed_stage="2")
+    assert tail(cmd)[:2] == ["--num_gpus", "2"] and cmd.env["LOCAL_SIZE"] == "2"
+
+
+def test_auto_precision_falls_back_to_fp16_on_old_gpus():
+    old = [Gpu(0, "Tesla V100", 32 << 30, 31 << 30, 0, 0, (7, 0))]
+    cmd = build(old)
+    assert cmd.argv[cmd.argv.index("--precision") + 1] == "fp16"
+
+
+def test_shell_line_is_the_same_argv():
+    cmd = build((), dataset=["my data.json"], extra_args={"optim": "adamw_torch"})
+    line = cmd.shell()
+    words = shlex.split(line)
+    env_words = [w for w in words if "=" in w and w.split("=")[0].isupper()][: len(cmd.env)]
+    assert dict(w.split("=", 1) for w in env_words) == cmd.env
+    assert words[len(cmd.env):] == cmd.argv
+
+
+@pytest.mark.parametrize(("given", "clean"), [("9.0a", "9.0"), ("8.0;9.0a+PTX", "8.0;9.0+PTX"),
+                                              ("9.0 9.0a 10.0f", "9.0;10.0")])
+def test_arch_list_sanitized(given, clean, monkeypatch):
+    assert command.sanitized_arch_list(given) == clean
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", given)
+    cmd = build(GPUS[:1])
+    assert cmd.env["TORCH_CUDA_ARCH_LIST"] == clean and cmd.notes
+
+
+def test_clean_arch_list_is_left_alone(monkeypatch):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    assert "TORCH_CUDA_ARCH_LIST" not in build(GPUS[:1]).env
+
+
+def test_prepare_refuses_bad_jobs_and_builds_nothing(tmp_path):
+    p = command.prepare(JobSpec(offload=True, output_dir=str(tmp_path / "o")), gpus=[])
+    assert p.command is None and "offload" in p.report.errors
+
+
+# --- presets --------------------------------------------------------------------
+
+def test_preset_contents():
+    z2 = presets.preset("2", offload=True)
+    assert z2["train_micro_batch_size_per_gpu"] == "auto" and z2["gradient_clipping"] == "auto"
+    zo = z2["zero_optimization"]
+    assert zo["overlap_comm"] and zo["contiguous_gradients"] and zo["offload_optimizer"]["device"] == "cpu"
+    assert "offload_param" not in zo
+    z3 = presets.preset("3", offload=True)["zero_optimization"]
+    assert z3["stage3_gather_16bit_weights_on_model_save"] is True
+    assert z3["offload_param"] == {"device": "cpu", "pin_memory": True}
+    with pytest.raises(ValueError):
+        presets.preset("none", offload=False)
+
+
+def test_shipped_presets_are_current(root):
+    for stage, off in presets.ALL:
+        name = presets.preset_name(stage, off)
+        for folder in ("cache", "examples/deepspeed"):
+            assert json.loads((root / folder / name).read_text()) == presets.preset(stage, off), f"{folder}/{name}"
+
+
+def test_hand_edited_preset_is_kept(tmp_path):
+    first = presets.write_presets(tmp_path)
+    assert len(first.written) == 4
+    edited = tmp_path / "ds_z2_config.json"
+    edited.write_text(edited.read_text().replace('"overlap_comm": true', '"overlap_comm": false'))
+    again = presets.write_presets(tmp_path)
+    assert again.kept == ["ds_z2_config.json"] and "kept your edited ds_z2_config.json" in again.message()
+    assert '"overlap_comm": false' in edited.read_text()
+    (tmp_path / "ds_z3_config.json").unlink()
+    assert presets.write_presets(tmp_path).written == ["ds_z3_config.json"]
+
+
+def test_a_file_the_user_put_there_first_is_kept(tmp_path):
+    (tmp_path / "ds_z3_offload_config.json").write_text('{"mine": true}')
+    report = presets.write_presets(tmp_path)
+    assert "ds_z3_offload_config.json" in report.kept
+    assert json.loads((tmp_path / "ds_z3_offload_config.json").read_text()) == {"mine": True}

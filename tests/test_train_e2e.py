@@ -1,0 +1,121 @@
+"""End-to-end: real torchrun / deepspeed launchers, 2 CPU processes, DeepSpeed, transformers and peft.
+
+Each run trains the demo for a few steps, must exit 0 with a falling loss, leave
+the expected files, and its saved result must reload and generate text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from zeroboard import checks, demo, events, reload
+
+pytestmark = pytest.mark.e2e
+
+MATRIX = [
+    # (stage, offload, finetuning, launcher)
+    ("none", False, "lora", "torchrun"),
+    ("none", False, "full", "torchrun"),
+    ("2", False, "lora", "deepspeed"),
+    ("2", False, "full", "torchrun"),
+    ("3", False, "lora", "torchrun"),
+    ("3", False, "full", "deepspeed"),
+    ("2", True, "lora", "torchrun"),
+    ("3", True, "full", "torchrun"),
+]
+
+
+def zeroboard(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zeroboard.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def train(output_dir, *sets: str, job: str = "examples/demo.yaml") -> subprocess.CompletedProcess:
+    flags = [f"--set={s}" for s in (f"output_dir={output_dir}", *sets)]
+    return zeroboard("train", job, *flags)
+
+
+def losses(run_dir) -> list[float]:
+    return [e["loss"] for e in events.read_events(run_dir / events.EVENTS_FILE) if e["event"] == "log"]
+
+
+@pytest.mark.parametrize(("stage", "offload", "ft", "launcher"), MATRIX,
+                         ids=[f"{s}{'+offload' if o else ''}-{f}-{l}" for s, o, f, l in MATRIX])
+def test_matrix(tmp_path, stage, offload, ft, launcher):
+    out = tmp_path / "run"
+    lr = "0.005" if ft == "lora" else "0.001"
+    p = train(out, f"deepspeed_stage={stage}", f"offload={str(offload).lower()}", f"finetuning_type={ft}",
+              f"launcher={launcher}", "max_steps=12", "logging_steps=3", f"learning_rate={lr}")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+    evs = events.read_events(out / events.EVENTS_FILE)
+    kinds = [e["event"] for e in evs]
+    assert kinds[0] == "start" and kinds[-1] == "end" and "error" not in kinds
+    start = evs[0]
+    assert start["world_size"] == 2 and sorted(d["rank"] for d in start["devices"]) == [0, 1]
+    logs = [e for e in evs if e["event"] == "log"]
+    assert [e["step"] for e in logs] == [3, 6, 9, 12]
+    assert logs[-1]["loss"] < logs[0]["loss"], [e["loss"] for e in logs]
+    assert all(len(e["memory"]) == 2 and e["memory"][0]["rss_peak_bytes"] > 0 for e in logs)
+    assert all(e["tokens_per_sec"] > 0 for e in logs)
+
+    result = json.loads((out / checks.RESULT_FILE).read_text())
+    assert result["kind"] == ("lora_adapter" if ft == "lora" else "full_model")
+    assert (out / ("adapter_config.json" if ft == "lora" else "config.json")).is_file()
+    assert (out / "job.yaml").is_file() and (out / "train.log").is_file() and (out / "command.json").is_file()
+    if stage == "none":
+        assert not (out / "ds_config.json").exists()
+    else:
+        used = json.loads((out / "ds_config.json").read_text())
+        assert used["zero_optimization"]["stage"] == int(stage)
+        assert ("offload_optimizer" in used["zero_optimization"]) == offload
+        resolved = json.loads((out / "ds_config.resolved.json").read_text())
+        assert resolved["train_micro_batch_size_per_gpu"] == 8 and resolved["train_batch_size"] == 16
+
+    model, tok = reload.load(out)
+    (text,) = reload.answer(model, tok, ["What is 2 plus 3?"], max_new_tokens=12)
+    assert isinstance(text, str) and text
+
+
+def test_default_demo_learns_who_it_is(tmp_path):
+    """The README's main job: the loss falls well below its start and the identity answers come back."""
+    out = tmp_path / "demo"
+    p = train(out)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    curve = losses(out)
+    assert curve[-1] < 0.5 * curve[0], curve
+    report = reload.check_run(out, ["Who are you?", "你是谁?", "Introduce yourself."], with_base=True)
+    assert report["answers"][0] == demo.IDENTITY_ANSWER_EN
+    assert report["answers"][1] == demo.IDENTITY_ANSWER_ZH
+    assert report["answers"][2] == demo.IDENTITY_ANSWER_EN
+    assert report["base_answers"][0] != demo.IDENTITY_ANSWER_EN  # the base model did not know it
+
+
+def test_a_failing_rank_is_reported_with_its_rank(tmp_path):
+    out = tmp_path / "bad"
+    p = train(out, 'extra_args={"optim": "no_such_optimizer"}', "max_steps=2")
+    assert p.returncode != 0
+    errs = [e for e in events.read_events(out / events.EVENTS_FILE) if e["event"] == "error"]
+    assert {e["rank"] for e in errs} <= {0, 1} and errs
+    assert "no_such_optimizer" in errs[0]["message"]
+
+
+def test_preview_prints_the_command_train_runs(tmp_path):
+    out = tmp_path / "prev"
+    p = zeroboard("preview", "examples/lora_z2_offload.yaml", f"--set=output_dir={out}", "--json")
+    assert p.returncode == 0, p.stderr
+    shown = json.loads(p.stdout)
+    assert "cache/ds_z2_offload_config.json" in shown["argv"]
+    assert "cache/ds_z2_offload_config.json" in shown["shell"]
+
+
+def test_bad_job_starts_nothing(tmp_path):
+    out = tmp_path / "never"
+    p = zeroboard("train", "--set=offload=true", "--set=per_device_train_batch_size=0", f"--set=output_dir={out}")
+    assert p.returncode == 2
+    assert "offload" in p.stderr and "per_device_train_batch_size" in p.stderr
+    assert not out.exists()
