@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import datasets, devices, presets
+from . import datasets, devices
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -296,5 +296,3 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None) -> Report:
     _check_extra(spec, r)
     return r
 
-
-__all__ = ["Report", "validate", "presets", "RESULT_FILE"]

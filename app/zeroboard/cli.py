@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import checks, command, presets, spec as specmod
+from . import command, presets
+from . import spec as specmod
 from .demo import write_demo_data
 from .spec import DEMO_DATA_DIR, DEMO_MODEL
 

@@ -23,7 +23,8 @@ import time
 import traceback
 from pathlib import Path
 
-from . import checks, datasets, spec as specmod, templates
+from . import checks, datasets, templates
+from . import spec as specmod
 from .events import EventWriter
 
 log = logging.getLogger("zeroboard.train")
@@ -227,6 +228,7 @@ def save_result(trainer, job: specmod.JobSpec, tokenizer, train_output) -> dict:
         "weights": weights,
         "global_step": trainer.state.global_step,
         "train_loss": train_output.training_loss,
+        "metrics": train_output.metrics,
         "deepspeed_stage": job.deepspeed_stage,
         "loads_with": "peft.PeftModel.from_pretrained(base, path)" if kind == "lora_adapter"
         else "transformers.AutoModelForCausalLM.from_pretrained(path)",

@@ -1,0 +1,38 @@
+# The few commands people type. Everything installs into .venv next to this file.
+#   make run    install, build the offline demo, serve the web UI on http://127.0.0.1:7860
+#   make test   install (with test tools and headless Chromium) and run the whole test suite
+# On an NVIDIA machine pick your CUDA build of PyTorch, e.g. make run TORCH="torch==2.13.0".
+
+PY       ?= python3
+VENV     ?= .venv
+VENV_FLAGS ?=
+TORCH    ?= torch==2.13.0
+BIN      := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install install-test run test lint chromium
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV_FLAGS) $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e .
+
+install-test: install chromium
+	$(BIN)/pip install --quiet -e ".[test]"
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+run: install
+	$(BIN)/zeroboard webui
+
+test: install-test
+	$(BIN)/ruff check app tests benchmarks
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check app tests benchmarks
+	$(BIN)/ruff format --check app tests benchmarks

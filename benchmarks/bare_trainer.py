@@ -1,0 +1,82 @@
+"""A bare HF Trainer script: the baseline ZeroBoard's trainer is measured against.
+
+No ZeroBoard code in the training path: it reads the same demo JSON files, renders
+them with the tokenizer's chat template, masks the prompt, and trains with the
+same TrainingArguments. Run it under torchrun like ZeroBoard's trainer:
+
+    torchrun --nproc_per_node 2 benchmarks/bare_trainer.py --model M --data_dir D --output_dir O \
+        --finetuning lora --max_steps 200 [--deepspeed cfg.json] [--cpu]
+
+Prints one JSON line with the Trainer's metrics (rank 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+
+def examples(data_dir: Path, tokenizer, cutoff: int) -> list[dict]:
+    rows = []
+    for name in ("identity.json", "demo_alpaca.json"):
+        for r in json.loads((data_dir / name).read_text()):
+            q = r["instruction"] + ("\n" + r["input"] if r.get("input") else "")
+            user = [{"role": "user", "content": q}]
+            prompt = tokenizer.apply_chat_template(user, tokenize=False, add_generation_prompt=True)
+            full = tokenizer.apply_chat_template(user + [{"role": "assistant", "content": r["output"]}], tokenize=False)
+            p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            ids = tokenizer(full, add_special_tokens=False)["input_ids"][:cutoff]
+            rows.append({"input_ids": ids, "labels": [-100] * len(p_ids) + ids[len(p_ids):]})
+    return rows
+
+
+def collate(pad_id: int):
+    def fn(batch):
+        width = max(len(b["input_ids"]) for b in batch)
+        pad = lambda seq, v: seq + [v] * (width - len(seq))
+        return {"input_ids": torch.tensor([pad(b["input_ids"], pad_id) for b in batch]),
+                "labels": torch.tensor([pad(b["labels"], -100) for b in batch]),
+                "attention_mask": torch.tensor([pad([1] * len(b["input_ids"]), 0) for b in batch])}
+    return fn
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--data_dir", required=True)
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--finetuning", choices=["lora", "full"], default="lora")
+    p.add_argument("--max_steps", type=int, default=200)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=5e-3)
+    p.add_argument("--cutoff", type=int, default=128)
+    p.add_argument("--deepspeed", default=None)
+    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--bf16", action="store_true")
+    a = p.parse_args()
+
+    args = TrainingArguments(
+        output_dir=a.output_dir, max_steps=a.max_steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
+        lr_scheduler_type="cosine", logging_steps=5, save_strategy="no", report_to="none", disable_tqdm=True,
+        remove_unused_columns=False, use_cpu=a.cpu, ddp_backend="gloo" if a.cpu else None, bf16=a.bf16,
+        deepspeed=a.deepspeed, seed=42,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(a.model)
+    model = AutoModelForCausalLM.from_pretrained(a.model)
+    if a.finetuning == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear"))
+    trainer = Trainer(model=model, args=args, train_dataset=examples(Path(a.data_dir), tokenizer, a.cutoff),
+                      data_collator=collate(tokenizer.pad_token_id))
+    out = trainer.train()
+    if trainer.is_world_process_zero():
+        print("BARE_METRICS " + json.dumps(out.metrics), flush=True)
+
+
+if __name__ == "__main__":
+    main()
