@@ -4,26 +4,41 @@ No ZeroBoard code in the training path: it reads the same demo JSON files, rende
 them with the tokenizer's chat template, masks the prompt, and trains with the
 same TrainingArguments. Run it under torchrun like ZeroBoard's trainer:
 
-    torchrun --nproc_per_node 2 benchmarks/bare_trainer.py --model M --data_dir D --output_dir O \
-        --finetuning lora --max_steps 200 [--deepspeed cfg.json] [--cpu]
+    torchrun --nproc_per_node 2 benchmarks/bare_trainer.py --model M --data D1.json [--data D2.json] \
+        --output_dir O --finetuning lora --max_steps 200 [--deepspeed cfg.json] [--cpu | --bf16]
 
-Prints one JSON line with the Trainer's metrics (rank 0).
+Prints one JSON line with the Trainer's metrics, the time of every step and the
+allocator's peak (rank 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
 
 
-def examples(data_dir: Path, tokenizer, cutoff: int) -> list[dict]:
+class StepTimer(TrainerCallback):
+    def __init__(self):
+        self.times: list[float] = []
+        self.last = None
+
+    def on_log(self, args, state, control, **kw):
+        # the same hook ZeroBoard's event stream times its steps with (the loss read syncs the GPU)
+        now = time.perf_counter()
+        if self.last is not None:
+            self.times.append(now - self.last)
+        self.last = now
+
+
+def examples(files: list[str], tokenizer, cutoff: int) -> list[dict]:
     rows = []
-    for name in ("identity.json", "demo_alpaca.json"):
-        for r in json.loads((data_dir / name).read_text()):
+    for name in files:
+        for r in json.loads(Path(name).read_text()):
             q = r["instruction"] + ("\n" + r["input"] if r.get("input") else "")
             user = [{"role": "user", "content": q}]
             prompt = tokenizer.apply_chat_template(user, tokenize=False, add_generation_prompt=True)
@@ -47,7 +62,7 @@ def collate(pad_id: int):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
-    p.add_argument("--data_dir", required=True)
+    p.add_argument("--data", action="append", required=True, help="alpaca JSON file (repeatable)")
     p.add_argument("--output_dir", required=True)
     p.add_argument("--finetuning", choices=["lora", "full"], default="lora")
     p.add_argument("--max_steps", type=int, default=200)
@@ -57,25 +72,32 @@ def main() -> None:
     p.add_argument("--deepspeed", default=None)
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--logging_steps", type=int, default=5)
+    p.add_argument("--lora_r", type=int, default=16)
     a = p.parse_args()
 
     args = TrainingArguments(
         output_dir=a.output_dir, max_steps=a.max_steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
-        lr_scheduler_type="cosine", logging_steps=5, save_strategy="no", report_to="none", disable_tqdm=True,
+        lr_scheduler_type="cosine", logging_steps=a.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
         remove_unused_columns=False, use_cpu=a.cpu, ddp_backend="gloo" if a.cpu else None, bf16=a.bf16,
         deepspeed=a.deepspeed, seed=42,
     )
     tokenizer = AutoTokenizer.from_pretrained(a.model)
-    model = AutoModelForCausalLM.from_pretrained(a.model)
+    # fp32 weights + autocast without DeepSpeed; DeepSpeed casts a 16-bit model itself
+    dtype = torch.bfloat16 if (a.bf16 and a.deepspeed) else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype)
     if a.finetuning == "lora":
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear"))
-    trainer = Trainer(model=model, args=args, train_dataset=examples(Path(a.data_dir), tokenizer, a.cutoff),
-                      data_collator=collate(tokenizer.pad_token_id))
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=a.lora_r, lora_alpha=2 * a.lora_r,
+                                                 target_modules="all-linear"))
+    timer = StepTimer()
+    trainer = Trainer(model=model, args=args, train_dataset=examples(a.data, tokenizer, a.cutoff),
+                      data_collator=collate(tokenizer.pad_token_id), callbacks=[timer])
     out = trainer.train()
     if trainer.is_world_process_zero():
-        print("BARE_METRICS " + json.dumps(out.metrics), flush=True)
+        peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
+        print("BARE_METRICS " + json.dumps({**out.metrics, "step_times": timer.times, "torch_peak_bytes": peak}), flush=True)
 
 
 if __name__ == "__main__":

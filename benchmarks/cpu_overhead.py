@@ -53,7 +53,8 @@ def run_zeroboard(out: Path, ft: str, stage: str, steps: int) -> dict:
 def run_bare(out: Path, ft: str, stage: str, steps: int) -> dict:
     lr = "0.005" if ft == "lora" else "0.001"
     argv = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()),
-            str(ROOT / "benchmarks/bare_trainer.py"), "--model", DEMO_MODEL, "--data_dir", DEMO_DATA_DIR,
+            str(ROOT / "benchmarks/bare_trainer.py"), "--model", DEMO_MODEL,
+            "--data", f"{DEMO_DATA_DIR}/identity.json", "--data", f"{DEMO_DATA_DIR}/demo_alpaca.json",
             "--output_dir", str(out), "--finetuning", ft, "--max_steps", str(steps), "--lr", lr, "--cpu"]
     if stage != "none":
         argv += ["--deepspeed", str(cache_dir() / f"ds_z{stage}_config.json")]

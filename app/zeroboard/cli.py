@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import command, presets
-from . import spec as specmod
+from . import command, presets, spec as specmod
 from .demo import write_demo_data
 from .spec import DEMO_DATA_DIR, DEMO_MODEL
 

@@ -62,7 +62,11 @@ def detect_gpus(with_processes: bool = False) -> list[Gpu]:
     try:
         for i in range(nv.nvmlDeviceGetCount()):
             h = nv.nvmlDeviceGetHandleByIndex(i)
-            mem = nv.nvmlDeviceGetMemoryInfo(h)
+            try:
+                # v2 leaves out the driver's reserved memory, as nvidia-smi's "used" does
+                mem = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+            except (nv.NVMLError, AttributeError, TypeError):
+                mem = nv.nvmlDeviceGetMemoryInfo(h)
             try:
                 util = int(nv.nvmlDeviceGetUtilizationRates(h).gpu)
             except nv.NVMLError:
@@ -85,6 +89,12 @@ def detect_gpus(with_processes: bool = False) -> list[Gpu]:
         except Exception:
             pass
     return gpus
+
+
+def process_gpu_bytes(pid: int) -> int | None:
+    """GPU memory NVML charges to one process, summed over GPUs (None when NVML cannot see it)."""
+    found = [p.used_bytes for g in detect_gpus(with_processes=True) for p in g.processes if p.pid == pid]
+    return sum(found) if found else None
 
 
 def cpu_count() -> int:

@@ -23,8 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import checks, datasets, templates
-from . import spec as specmod
+from . import checks, datasets, spec as specmod, templates
 from .events import EventWriter
 
 log = logging.getLogger("zeroboard.train")
@@ -63,12 +62,29 @@ def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) ->
         time.sleep(0.5)
 
 
+_nvml_cache = {"at": 0.0, "peak": None}
+
+
+def nvml_peak(pid: int, every: float = 5.0) -> int | None:
+    """Peak of what NVML charges this process; asked at most every few seconds (an NVML query costs ms)."""
+    from .devices import process_gpu_bytes
+
+    now = time.time()
+    if now - _nvml_cache["at"] >= every:
+        _nvml_cache["at"] = now
+        used = process_gpu_bytes(pid)
+        if used is not None:
+            _nvml_cache["peak"] = max(used, _nvml_cache["peak"] or 0)
+    return _nvml_cache["peak"]
+
+
 def memory_now(torch) -> dict:
-    """This rank's peak memory: the CUDA allocator's and (always) the process RSS peak."""
+    """This rank's peak memory: the CUDA allocator's and NVML's, and (always) the process RSS peak."""
     mem = {"rank": RANK, "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     if torch.cuda.is_available():
         mem["torch_peak_bytes"] = torch.cuda.max_memory_allocated()
         mem["torch_reserved_peak_bytes"] = torch.cuda.max_memory_reserved()
+        mem["nvml_peak_bytes"] = nvml_peak(os.getpid())
     return mem
 
 

@@ -1,0 +1,284 @@
+"""The GPU matrix: ZeroBoard's runner vs a bare HF Trainer script, stage x offload x method.
+
+A random-init Llama of about 1.1 B parameters (hidden 2048, 22 layers, 32 heads,
+4 KV heads, vocab 32000), bf16, sequence 1024, micro-batch 8, one GPU. Each
+configuration runs through `zeroboard train` (the same argv the web UI starts)
+and through benchmarks/bare_trainer.py with identical settings. Prints and
+writes: median step time, tokens/s, MFU, peak memory (torch allocator and
+NVML), the planner's estimate and its error, and the ZeroBoard/bare ratio.
+
+    python benchmarks/gpu_matrix.py --out benchmarks/results/h200.json [--configs full-none,lora-3] [--steps 10]
+    python benchmarks/gpu_matrix.py --tiny --out /tmp/m.json   # the same logic on CPU, for a dry run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "app"))
+
+from zeroboard import devices, events, spec as specmod  # noqa: E402
+from zeroboard.command import free_port  # noqa: E402
+
+STAGES = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]
+METHODS = ["full", "lora"]
+BIG = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+           num_key_value_heads=4, vocab_size=32000)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=512)
+
+
+def config_name(method: str, stage: str, offload: bool) -> str:
+    return f"{method}-{stage}{'+offload' if offload else ''}"
+
+
+# --- model and data ---------------------------------------------------------------
+
+def make_model(folder: Path, shape: dict, seq: int) -> None:
+    """Random-init Llama + a word-level tokenizer of the same vocab, with a chat template."""
+    if (folder / "config.json").is_file():
+        return
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from zeroboard.demo import CHAT_TEMPLATE, SPECIAL_TOKENS
+
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
+    vocab.update({f"w{i}": len(vocab) for i in range(shape["vocab_size"] - len(vocab))})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<|pad|>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    cfg = LlamaConfig(**shape, max_position_embeddings=max(seq, 2048), tie_word_embeddings=False,
+                      pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def make_data(path: Path, vocab: int, seq: int, n: int = 2048) -> None:
+    """Alpaca records whose answers fill the whole cutoff: every sample is `seq` tokens."""
+    if path.is_file():
+        return
+    rng = random.Random(0)
+    words = lambda k: " ".join(f"w{rng.randrange(vocab - 8)}" for _ in range(k))  # noqa: E731
+    path.write_text(json.dumps([{"instruction": words(8), "input": "", "output": words(seq + 16)} for _ in range(n)]))
+
+
+def peak_matmul_tflops() -> float | None:
+    """The bf16 matmul rate of this GPU, measured in a child process so this one holds no CUDA memory."""
+    here = str(Path(__file__).parent)
+    code = f"import sys; sys.path.insert(0, {here!r}); from gpu_matrix import _matmul_tflops as f; print(f())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip().splitlines()
+    return float(out[-1]) if out and out[-1] != "None" else None
+
+
+def _matmul_tflops() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(20):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * 8192**3 * 20 / (time.perf_counter() - t) / 1e12
+
+
+def flops_per_token(shape: dict, seq: int, method: str) -> float:
+    """Model FLOPs per trained token: 6N (full) or 4N (LoRA: no weight gradients) plus attention."""
+    h, f, L, v = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"], shape["vocab_size"]
+    kv = h * shape["num_key_value_heads"] // shape["num_attention_heads"]
+    n_matmul = L * (2 * h * h + 2 * h * kv + 3 * h * f) + h * v
+    attn = 12 * L * h * seq  # QK^T and AV, forward + backward
+    return (6 if method == "full" else 4) * n_matmul + attn
+
+
+# --- NVML sampling (memory peak and the nvidia-smi cross-check) ---------------------
+
+class GpuSampler(threading.Thread):
+    def __init__(self, index: int = 0, period: float = 0.2):
+        super().__init__(daemon=True)
+        self.index, self.period, self.peak, self.stop_flag = index, period, 0, False
+        self.checks: list[dict] = []
+
+    def run(self) -> None:
+        last_check = 0.0
+        while not self.stop_flag:
+            gpus = devices.detect_gpus(with_processes=True)
+            if gpus:
+                g = gpus[self.index]
+                self.peak = max(self.peak, g.used_bytes)
+                others = [p for p in g.processes if p.pid != os.getpid()]
+                if time.time() - last_check > 3 and others:
+                    self.checks.append(cross_check(self.index))
+                    last_check = time.time()
+            time.sleep(self.period)
+
+
+def cross_check(index: int) -> dict:
+    """Our NVML view (what the GPU panel shows) against nvidia-smi, read back to back."""
+    ours = devices.detect_gpus(with_processes=True)[index]
+    q = subprocess.run(["nvidia-smi", f"--id={index}", "--query-gpu=memory.used,memory.total",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout.split(",")
+    apps = subprocess.run(["nvidia-smi", f"--id={index}", "--query-compute-apps=pid,used_memory",
+                           "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    smi_procs = {int(p): int(m) for p, m in (ln.split(",") for ln in apps.strip().splitlines() if ln.strip())}
+    our_procs = {p.pid: p.used_bytes >> 20 for p in ours.processes}
+    return {"ours_used_mib": ours.used_bytes >> 20, "smi_used_mib": int(q[0]), "ours_total_mib": ours.total_bytes >> 20,
+            "smi_total_mib": int(q[1]), "ours_procs": our_procs, "smi_procs": smi_procs,
+            "agree": abs((ours.used_bytes >> 20) - int(q[0])) <= 512 and set(our_procs) == set(smi_procs)}
+
+
+# --- one run each way ---------------------------------------------------------------
+
+def step_times(evs: list[dict], skip: int) -> list[float]:
+    logs = [e for e in evs if e["event"] == "log"]
+    return [b["elapsed"] - a["elapsed"] for a, b in zip(logs, logs[1:])][skip:]
+
+
+def run_zeroboard(a, job: specmod.JobSpec, workdir: Path) -> dict:
+    path = workdir / f"{Path(job.output_dir).name}.yaml"
+    path.write_text(specmod.dump_yaml(job, full=False))
+    sampler = GpuSampler()
+    sampler.start()
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", str(path)], cwd=ROOT, capture_output=True, text=True)
+    wall = time.time() - t0
+    sampler.stop_flag = True
+    sampler.join()
+    evs = events.read_events(Path(job.output_dir) / events.EVENTS_FILE)
+    if p.returncode:
+        return {"error": (p.stderr or p.stdout)[-1500:]}
+    steps = step_times(evs, skip=2)
+    last = [e for e in evs if e["event"] == "log"][-1]
+    mem = last["memory"][0]
+    notes = [e for e in evs if e["event"] == "start"]
+    return {"step_s": statistics.median(steps), "wall_s": wall, "torch_peak_gib": mem.get("torch_peak_bytes", 0) / 2**30,
+            "nvml_peak_gib": sampler.peak / 2**30, "nvidia_smi_checks": sampler.checks[-3:],
+            "start_devices": notes[0]["devices"] if notes else None}
+
+
+def run_bare(a, job: specmod.JobSpec, data: Path) -> dict:
+    argv = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1", "--master_port", str(free_port()),
+            str(ROOT / "benchmarks/bare_trainer.py"), "--model", job.model_name_or_path, "--data", str(data),
+            "--output_dir", job.output_dir + "-bare", "--finetuning", job.finetuning_type, "--max_steps", str(job.max_steps),
+            "--batch", str(job.per_device_train_batch_size), "--cutoff", str(job.cutoff_len), "--lr", str(job.learning_rate),
+            "--logging_steps", "1", "--lora_r", str(job.lora_rank)]
+    if job.deepspeed_stage != "none":
+        argv += ["--deepspeed", str(ROOT / "cache" / f"ds_z{job.deepspeed_stage}{'_offload' if job.offload else ''}_config.json")]
+    argv += ["--bf16"] if job.precision == "bf16" else ["--cpu"]
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+    if job.device_type == "cpu":
+        env.update(CUDA_VISIBLE_DEVICES="", DS_ACCELERATOR="cpu")
+    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    if p.returncode:
+        return {"error": (p.stderr or p.stdout)[-1500:]}
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("BARE_METRICS "))
+    m = json.loads(line.split(" ", 1)[1])
+    return {"step_s": statistics.median(m["step_times"][2:]), "torch_peak_gib": m.get("torch_peak_bytes", 0) / 2**30}
+
+
+def planner_estimate(job: specmod.JobSpec) -> float | None:
+    try:
+        from zeroboard import planner
+
+        plan = planner.estimate(job, devices.detect_gpus())
+        return plan.peak_bytes / 2**30
+    except Exception as e:  # the planner is optional here: report, don't stop the matrix
+        print(f"planner: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--configs", default="", help="comma list like full-none,lora-2+offload (default: all 10)")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--no-bare", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="a tiny model on CPU: checks the harness, measures nothing")
+    ap.add_argument("--workdir", default="/tmp/zb-matrix")
+    a = ap.parse_args()
+
+    shape = TINY if a.tiny else BIG
+    seq, batch = (64, 2) if a.tiny else (a.seq, a.batch)
+    work = Path(a.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir, data = work / ("model-tiny" if a.tiny else "model-1b"), work / f"data-{seq}.json"
+    t = time.time()
+    make_model(model_dir, shape, seq)
+    make_data(data, shape["vocab_size"], seq)
+    print(f"model and data ready in {time.time() - t:.0f} s", flush=True)
+    peak = peak_matmul_tflops()
+    wanted = [c for c in a.configs.split(",") if c]
+    results = json.loads(Path(a.out).read_text()) if Path(a.out).is_file() else {"rows": []}
+    results.update(model={**shape, "seq": seq, "micro_batch": batch}, matmul_tflops=peak)
+    done = {r["config"] for r in results["rows"] if "error" not in r.get("zeroboard", {})}
+    for method in METHODS:
+        for stage, offload in STAGES:
+            name = config_name(method, stage, offload)
+            if (wanted and name not in wanted) or name in done:
+                continue
+            job = specmod.JobSpec(
+                model_name_or_path=str(model_dir), finetuning_type=method, dataset_dir=str(work), dataset=[str(data)],
+                cutoff_len=seq, learning_rate=1e-5 if method == "full" else 1e-4, max_steps=a.steps,
+                per_device_train_batch_size=batch, precision="fp32" if a.tiny else "bf16", logging_steps=1,
+                lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
+                device_type="cpu" if a.tiny else "cuda", num_processes=1, deepspeed_stage=stage, offload=offload,
+                lr_scheduler_type="constant")
+            row = {"config": name, "zeroboard": run_zeroboard(a, job, work)}
+            if not a.no_bare:
+                row["bare"] = run_bare(a, job, data)
+            zb = row["zeroboard"]
+            if "step_s" in zb:
+                zb["tokens_per_s"] = batch * seq / zb["step_s"]
+                if peak:
+                    zb["mfu"] = zb["tokens_per_s"] * flops_per_token(shape, seq, method) / (peak * 1e12)
+                est = planner_estimate(job)
+                if est is not None:
+                    row["planner_gib"] = est
+                    row["planner_error"] = (est - zb["torch_peak_gib"]) / zb["torch_peak_gib"] if zb["torch_peak_gib"] else None
+                if "step_s" in row.get("bare", {}):
+                    row["ratio"] = row["bare"]["step_s"] / zb["step_s"]
+            print(json.dumps(row), flush=True)
+            results["rows"] = [r for r in results["rows"] if r["config"] != name] + [row]
+            Path(a.out).write_text(json.dumps(results, indent=2))
+    print_table(results)
+
+
+def print_table(results: dict) -> None:
+    print(f"\n{'config':<18}{'step s':>8}{'tok/s':>9}{'MFU':>6}{'torch GiB':>10}{'NVML GiB':>9}{'plan GiB':>9}{'err':>7}"
+          f"{'bare s':>8}{'ratio':>7}")
+    for r in results["rows"]:
+        zb, bare = r["zeroboard"], r.get("bare", {})
+        if "error" in zb:
+            print(f"{r['config']:<18} FAILED: {zb['error'][-200:]!r}")
+            continue
+        f = lambda v, fmt: format(v, fmt) if isinstance(v, (int, float)) else "-"  # noqa: E731
+        print(f"{r['config']:<18}{zb['step_s']:8.3f}{zb['tokens_per_s']:9.0f}{f(zb.get('mfu'), '6.1%')}"
+              f"{zb['torch_peak_gib']:10.1f}{zb['nvml_peak_gib']:9.1f}{f(r.get('planner_gib'), '9.1f')}"
+              f"{f(r.get('planner_error'), '7.1%')}{f(bare.get('step_s'), '8.3f')}{f(r.get('ratio'), '7.3f')}")
+
+
+if __name__ == "__main__":
+    main()
