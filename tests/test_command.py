@@ -140,3 +140,18 @@ def test_a_file_the_user_put_there_first_is_kept(tmp_path):
     report = presets.write_presets(tmp_path)
     assert "ds_z3_offload_config.json" in report.kept
     assert json.loads((tmp_path / "ds_z3_offload_config.json").read_text()) == {"mine": True}
+
+
+def test_two_nodes_with_torchrun():
+    cmd = build((), num_processes=1, num_nodes=2, node_rank=1, master_addr="10.0.0.5", master_port=29500)
+    assert tail(cmd)[:12] == ["--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.5", "--nproc_per_node", "1",
+                              "--master_port", "29500", "-m", "zeroboard.train"]
+    assert "--num_nodes" not in cmd.argv  # launcher settings stay with the launcher
+
+
+def test_several_nodes_need_a_fixed_port_and_torchrun(tmp_path):
+    from zeroboard import checks
+
+    job = JobSpec(num_nodes=2, node_rank=2, launcher="deepspeed", output_dir=str(tmp_path / "o"))
+    errs = checks.validate(job, []).errors
+    assert {"node_rank", "launcher", "master_port"} <= set(errs)

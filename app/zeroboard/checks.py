@@ -251,6 +251,20 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], r: Report) -> None:
             r.warnings["gpu_ids"] = "ignored: no GPU is used (CPU processes)"
 
 
+def _check_nodes(spec: JobSpec, r: Report) -> None:
+    if spec.num_nodes < 1:
+        r.errors["num_nodes"] = "must be at least 1"
+    elif not 0 <= spec.node_rank < spec.num_nodes:
+        r.errors["node_rank"] = f"must be between 0 and {spec.num_nodes - 1} (num_nodes - 1)"
+    if spec.num_nodes > 1:
+        if spec.launcher != "torchrun":
+            r.errors["launcher"] = "several nodes are started with torchrun here; choose torchrun (or use deepspeed's hostfile yourself)"
+        if spec.master_port == 0:
+            r.errors["master_port"] = "with several nodes every node must use the same port; give one, e.g. 29500"
+    if not 0 <= spec.master_port <= 65535:
+        r.errors["master_port"] = "must be a TCP port between 1 and 65535 (or 0 to pick one)"
+
+
 def _check_deepspeed(spec: JobSpec, r: Report) -> None:
     if spec.offload and spec.deepspeed_stage == "none" and not spec.deepspeed:
         r.errors["offload"] = "needs DeepSpeed stage 2 or 3; choose a stage or untick offload"
@@ -292,6 +306,7 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None) -> Report:
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
     _check_devices(spec, devices.detect_gpus() if gpus is None else gpus, r)
+    _check_nodes(spec, r)
     _check_deepspeed(spec, r)
     _check_extra(spec, r)
     return r

@@ -114,7 +114,7 @@ def build(spec: JobSpec, gpus: list[devices.Gpu], port: int | None = None) -> Co
     kind = "cuda" if use_gpu else "cpu"
     ids = (spec.gpu_ids or [g.index for g in gpus]) if use_gpu else list(range(spec.num_processes))
     n = len(ids)
-    port = port or free_port()
+    port = spec.master_port or port or free_port()  # a port the user fixed wins
     env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
     notes: list[str] = []
 
@@ -150,7 +150,9 @@ def build(spec: JobSpec, gpus: list[devices.Gpu], port: int | None = None) -> Co
     if spec.launcher == "torchrun":
         if use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
-        argv = [_executable("torchrun"), "--nproc_per_node", str(n), "--master_port", str(port), "-m", TRAINER_MODULE]
+        nodes = ["--nnodes", str(spec.num_nodes), "--node_rank", str(spec.node_rank), "--master_addr", spec.master_addr]
+        argv = [_executable("torchrun"), *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
+                "--master_port", str(port), "-m", TRAINER_MODULE]
     else:
         if use_gpu:
             where = ["--include", "localhost:" + ",".join(map(str, ids))]

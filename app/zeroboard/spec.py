@@ -81,6 +81,12 @@ class JobSpec:
     deepspeed_stage: Stage = _f("none", "ZeRO stage: none (plain data parallel), 2 or 3.", "devices")
     offload: bool = _f(False, "Move optimizer states (and, for stage 3, parameters) to CPU memory.", "devices")
     launcher: Launcher = _f("torchrun", "Which launcher starts the processes.", "devices", launch_only=True)
+    num_nodes: int = _f(1, "Machines taking part; start the same job on each with its own node_rank (torchrun).", "devices",
+                        launch_only=True)
+    node_rank: int = _f(0, "This machine's index among num_nodes (0 hosts the rendezvous).", "devices", launch_only=True)
+    master_addr: str = _f("127.0.0.1", "Address of node 0, reachable from every node.", "devices", launch_only=True)
+    master_port: int = _f(0, "Rendezvous port on node 0 (0 = pick a free one; give a fixed one for several nodes).", "devices",
+                          launch_only=True)
     deepspeed: str = _f("", "Path to your own DeepSpeed JSON (empty = the cache/ preset of the chosen stage).", "devices")
     extra_args: dict[str, Any] = _f({}, "More transformers TrainingArguments, as a mapping.", "devices")
 
