@@ -234,7 +234,7 @@ def save_result(trainer, job: specmod.JobSpec, tokenizer, train_output) -> dict:
     tokenizer.save_pretrained(job.output_dir)
     kind = "lora_adapter" if job.finetuning_type == "lora" else "full_model"
     files = sorted(p.name for p in out.iterdir() if p.is_file())
-    weights = [f for f in files if f.endswith((".safetensors", ".bin"))]
+    weights = [f for f in files if f.startswith(("model", "adapter_model", "pytorch_model")) and f.endswith((".safetensors", ".bin"))]
     if not weights:
         raise RuntimeError(f"save_model wrote no weight file into {out}")
     result = {
