@@ -25,8 +25,8 @@ def tail(cmd):
 def test_torchrun_on_two_gpus_with_stage2_offload():
     cmd = build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True)
     assert cmd.argv[0].endswith("torchrun")
-    assert tail(cmd)[:6] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
-    flags = tail(cmd)[6:]
+    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    flags = tail(cmd)[8:]
     pairs = dict(zip(flags[::2], flags[1::2]))
     assert pairs == {"--model_name_or_path": "cache/demo/model", "--precision": "bf16", "--output_dir": "runs/x",
                      "--device_type": "cuda", "--deepspeed": "cache/ds_z2_offload_config.json",
@@ -40,7 +40,7 @@ def test_torchrun_on_two_gpus_with_stage2_offload():
 
 def test_flags_follow_schema_order_and_skip_defaults():
     cmd = build(GPUS, learning_rate=1e-4, gpu_ids=[2], deepspeed_stage="3")
-    assert tail(cmd) == ["--nproc_per_node", "1", "--master_port", "29611", "-m", "zeroboard.train",
+    assert tail(cmd) == ["--tee", "3", "--nproc_per_node", "1", "--master_port", "29611", "-m", "zeroboard.train",
                          "--model_name_or_path", "cache/demo/model", "--learning_rate", "0.0001",
                          "--precision", "bf16", "--output_dir", "runs/x", "--device_type", "cuda",
                          "--deepspeed_stage", "3", "--deepspeed", "cache/ds_z3_config.json"]
@@ -56,7 +56,7 @@ def test_deepspeed_launcher_on_gpus_in_the_chosen_order():
 
 def test_cpu_processes():
     cmd = build((), num_processes=2)
-    assert tail(cmd)[:6] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
     assert cmd.env["CUDA_VISIBLE_DEVICES"] == "" and cmd.env["DS_ACCELERATOR"] == "cpu"
     assert "--precision" in cmd.argv and cmd.argv[cmd.argv.index("--precision") + 1] == "fp32"
     assert cmd.device_kind == "cpu" and cmd.devices == [0, 1]
@@ -144,7 +144,7 @@ def test_a_file_the_user_put_there_first_is_kept(tmp_path):
 
 def test_two_nodes_with_torchrun():
     cmd = build((), num_processes=1, num_nodes=2, node_rank=1, master_addr="10.0.0.5", master_port=29500)
-    assert tail(cmd)[:12] == ["--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.5", "--nproc_per_node", "1",
+    assert tail(cmd)[2:14] == ["--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.5", "--nproc_per_node", "1",
                               "--master_port", "29500", "-m", "zeroboard.train"]
     assert "--num_nodes" not in cmd.argv  # launcher settings stay with the launcher
 

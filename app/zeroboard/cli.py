@@ -119,6 +119,12 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from .planner import cmd_plan as plan
+
+    return plan(args)
+
+
 def cmd_webui(args) -> int:
     from .webui.app import serve
 
@@ -139,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     job_cmd("preview", cmd_preview, "print the exact command a job runs").add_argument("--json", action="store_true")
     job_cmd("train", cmd_train, "run a job in the foreground (same argv as the preview)")
     job_cmd("validate", cmd_validate, "check a job without starting it")
+    job_cmd("plan", cmd_plan, "estimate per-device memory for the chosen stage and offload").add_argument("--json", action="store_true")
+    from .outputs import add_commands
+
+    add_commands(sub)  # check, inspect, consolidate, merge
     s = sub.add_parser("demo-model", help="build the tiny offline demo model and data")
     s.add_argument("--model-dir", default=DEMO_MODEL)
     s.add_argument("--data-dir", default=DEMO_DATA_DIR)

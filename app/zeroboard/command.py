@@ -150,8 +150,10 @@ def build(spec: JobSpec, gpus: list[devices.Gpu], port: int | None = None) -> Co
     if spec.launcher == "torchrun":
         if use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
+        # --tee 3 copies every rank's stdout/stderr to the console with this prefix: a traceback names its rank
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
         nodes = ["--nnodes", str(spec.num_nodes), "--node_rank", str(spec.node_rank), "--master_addr", spec.master_addr]
-        argv = [_executable("torchrun"), *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
+        argv = [_executable("torchrun"), "--tee", "3", *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
                 "--master_port", str(port), "-m", TRAINER_MODULE]
     else:
         if use_gpu:

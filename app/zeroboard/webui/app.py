@@ -1,0 +1,108 @@
+"""The ZeroBoard web app: ``build_app()`` lays out the page, ``serve()`` runs it (``zeroboard webui``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import gradio as gr
+
+from .. import checks, devices, runner, spec
+from ..cli import load_job
+from . import form as formmod, i18n, live_panels, train_page
+from .live import Live
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+PASSWORD_ENV = "ZEROBOARD_PASSWORD"
+USER_ENV = "ZEROBOARD_USER"
+
+CSS = """
+.zb-invalid { border: 2px solid #dc2626 !important; border-radius: 8px; }
+.zb-invalid .info, .zb-invalid [data-testid="block-info"] { color: #dc2626 !important; }
+pre.zb-cmd { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; padding: 8px; margin: 0; }
+mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius: 3px; }
+.zb-progress .zb-bar { height: 10px; background: #e5e7eb; border-radius: 5px; overflow: hidden; margin: 4px 0; }
+.zb-progress .zb-bar > div { height: 100%; background: #2563eb; transition: width 0.4s; }
+.zb-badge { font-weight: 700; padding: 1px 8px; border-radius: 10px; background: #e5e7eb; color: #111827; }
+.zb-badge.zb-running, .zb-badge.zb-starting, .zb-badge.zb-stopping { background: #dbeafe; color: #1e40af; }
+.zb-badge.zb-finished { background: #dcfce7; color: #166534; }
+.zb-badge.zb-failed, .zb-badge.zb-lost { background: #fee2e2; color: #991b1b; }
+.zb-badge.zb-aborted { background: #fef3c7; color: #92400e; }
+"""
+
+
+def fresh_output_dir(job: spec.JobSpec) -> spec.JobSpec:
+    """A newcomer's form should preview cleanly: move off an output dir that holds an earlier run."""
+    out = Path(job.output_dir)
+    if checks.finished_marks(out) and not job.resume:
+        job.output_dir = str(checks.free_dir_name(out))
+    return job
+
+
+def build_app(manager: runner.JobManager | None = None, lang: str | None = None,
+              job: spec.JobSpec | None = None, gpus: list[devices.Gpu] | None = None) -> gr.Blocks:
+    manager = manager or runner.JobManager()
+    lang = lang or os.environ.get("ZEROBOARD_LANG", i18n.DEFAULT)
+    lang = lang if lang in i18n.LANGS else i18n.DEFAULT
+    job = fresh_output_dir(job or load_job(None))
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    live = Live(manager)
+
+    with gr.Blocks(title="ZeroBoard") as demo:
+        session = gr.State({})
+        with gr.Row():
+            title = gr.Markdown(f"## {i18n.label('title', lang)}", elem_id="zb-title")
+            lang_radio = gr.Radio([(name, code) for code, name in i18n.LANGS.items()], value=lang,
+                                  label=i18n.label("lang", lang), scale=0, min_width=200, elem_id="zb-lang")
+        page = train_page.render_train(job, lang, gpus)
+        panels = live_panels.render_live(lang, gpus)
+
+        train_page.wire_train(page, manager, gpus, session, lang_radio)
+        live_panels.wire_live(panels, live, session, lang_radio, demo)
+        wire_language(page.form, panels, title, lang_radio)
+        wire_fresh_output(page.form, demo)
+    return demo
+
+
+def wire_language(form: formmod.Form, panels: live_panels.LivePanels, title: gr.Markdown, radio: gr.Radio) -> None:
+    texts = {**form.texts, **panels.texts}
+
+    def relabel(lang: str):
+        out = formmod.relabel(form, lang)
+        out += [gr.update(**{prop: i18n.label(key, lang)}) for key, (_, prop) in texts.items() if key not in form.texts]
+        out.append(gr.update(label=i18n.label("device_count", lang), info=i18n.label("device_count_info", lang)))
+        return [*out, f"## {i18n.label('title', lang)}", gr.update(label=i18n.label("lang", lang))]
+
+    outputs = formmod.relabel_outputs(form) + [b for k, (b, _) in texts.items() if k not in form.texts]
+    radio.change(relabel, [radio], [*outputs, form.device_count, title, radio], show_progress="hidden")
+
+
+def wire_fresh_output(form: formmod.Form, demo: gr.Blocks) -> None:
+    """On each page load, an output dir that an earlier run has since filled is replaced by a free one."""
+    def on_load(current: str):
+        job = spec.JobSpec(output_dir=current or "runs/demo")
+        return fresh_output_dir(job).output_dir
+
+    demo.load(on_load, [form.fields["output_dir"]], [form.fields["output_dir"]], show_progress="hidden")
+
+
+def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
+    """Serve the dashboard; beyond localhost only with a password (ZEROBOARD_PASSWORD)."""
+    password = os.environ.get(PASSWORD_ENV, "")
+    if host not in LOCAL_HOSTS and not password:
+        print(f"Refusing to serve on {host}: anyone who can reach it could start jobs on this machine.\n"
+              f"Set a password first, e.g.  {PASSWORD_ENV}=... zeroboard webui --host {host}\n"
+              f"(user name: {USER_ENV} or 'zeroboard'), or keep the default --host 127.0.0.1.", file=sys.stderr)
+        return 2
+    auth = (os.environ.get(USER_ENV, "zeroboard"), password) if password else None
+    demo = build_app()
+    try:
+        # no demo.queue(): it would build the server app once more (~0.2 s of a 3 s start budget)
+        demo.launch(server_name=host, server_port=port, auth=auth, css=CSS, show_error=True, ssr_mode=False,
+                    footer_links=[], quiet=False)
+    except OSError as e:
+        why = "the port is in use; choose another with --port" if "empty port" in str(e) else str(e)
+        print(f"Cannot serve on {host}:{port}: {why}", file=sys.stderr)
+        return 1
+    return 0

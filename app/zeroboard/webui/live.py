@@ -1,0 +1,175 @@
+"""The live view of one run: events and log read incrementally, turned into plain values.
+
+One :class:`RunReader` per run dir is shared by every open page, so ten
+browser tabs cost one incremental read, not ten re-reads of whole files.
+No gradio here; the page module renders a :class:`Snapshot`.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import events, monitor, runner
+from . import i18n
+
+LOG_LINES = 3000
+
+
+class RunReader:
+    """New lines of ``events.jsonl`` and ``launcher.log`` since the last poll, from this run's offsets."""
+
+    def __init__(self, state: runner.JobState):
+        self.run_dir = Path(state.run_dir)
+        self.events = events.Tail(self.run_dir / events.EVENTS_FILE)
+        self.events.offset = state.events_offset
+        self.log = events.Tail(self.run_dir / runner.LOG_FILE)
+        self.log.offset = state.log_offset
+        self.lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
+        self.log_version = 0  # lines read so far
+        self.start: dict | None = None
+        self.logs: list[dict] = []
+        self.others: list[dict] = []  # save, end, error
+        self._lock = threading.Lock()
+
+    def poll(self) -> None:
+        with self._lock:
+            new = self.log.read_lines()
+            self.lines.extend(new)
+            self.log_version += len(new)
+            for e in events.parse(self.events.read_lines()):
+                kind = e.get("event")
+                if kind == "start":
+                    self.start = e
+                elif kind == "log":
+                    self.logs.append(e)
+                else:
+                    self.others.append(e)
+
+    @property
+    def events_version(self) -> int:
+        return len(self.logs) + len(self.others) + (self.start is not None)
+
+    def log_text(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+
+@dataclass
+class Snapshot:
+    run_dir: str | None
+    status: str = "idle"
+    status_md: str = ""
+    progress_html: str = ""
+    log_text: str = ""
+    log_version: int = 0
+    events_version: int = 0
+    loss: list[dict] = field(default_factory=list)
+    lr: list[dict] = field(default_factory=list)
+    tps: list[dict] = field(default_factory=list)
+    gpu_rows: list[list] = field(default_factory=list)
+    proc_rows: list[list] = field(default_factory=list)
+    host: str = ""
+    history: list[dict] = field(default_factory=list)
+    final_md: str = ""
+    log_path: str | None = None
+    sample_time: float = 0.0
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def progress_html(reader: RunReader, state: runner.JobState) -> str:
+    last = reader.logs[-1] if reader.logs else None
+    total = (last or {}).get("total_steps") or (reader.start or {}).get("total_steps") or 0
+    step = (last or {}).get("step", 0)
+    if state.status == "finished" and total:
+        step = total
+    pct = 100.0 * step / total if total else 0.0
+    end = state.ended or time.time()
+    wall = end - state.started if state.started else None
+    eta = (last or {}).get("eta") if state.active else 0
+    text = (f"step {step}/{total or '?'} · elapsed {_dur(wall)} · ETA {_dur(eta)}"
+            if (last or reader.start) else f"waiting for the first step · elapsed {_dur(wall)}")
+    return (f'<div class="zb-progress" data-step="{step}" data-total="{total}">'
+            f'<div class="zb-bar"><div style="width:{pct:.1f}%"></div></div><span>{html.escape(text)}</span></div>')
+
+
+def status_html(state: runner.JobState | None, lang: str) -> str:
+    if state is None:
+        return f'<div class="zb-status">{html.escape(i18n.status("idle", lang))}</div>'
+    lines = [f'<span class="zb-badge zb-{state.status}">{html.escape(i18n.status(state.status, lang))}</span> '
+             f"<code>{html.escape(state.run_dir)}</code>"]
+    if state.active and state.message not in ("", state.status):
+        lines.append(html.escape(state.message))
+    lines += [f"note: {html.escape(n)}" for n in state.notes]
+    return f'<div class="zb-status" data-status="{state.status}">' + "<br>".join(lines) + "</div>"
+
+
+def final_markdown(state: runner.JobState | None, lang: str) -> str:
+    if state is None or state.active:
+        return ""
+    parts = [f"**{i18n.status(state.status, lang)}**: {html.escape(state.message)}"]
+    if state.exit_code is not None:
+        parts.append(f"exit code: `{state.exit_code}`")
+    if state.status == "failed" and state.failed_rank is not None:
+        parts.append(f"failed rank: **{state.failed_rank}**")
+    body = "  \n".join(parts)
+    if state.status == "failed" and state.error_lines:
+        body += "\n\n```text\n" + "\n".join(state.error_lines) + "\n```"
+    if state.stop_log:
+        body += "\n\n" + "  \n".join(html.escape(line) for line in state.stop_log)
+    return body
+
+
+class Live:
+    """Shared by all sessions: one reader per run dir, one resource monitor."""
+
+    def __init__(self, manager: runner.JobManager, mon: monitor.Monitor | None = None):
+        self.manager = manager
+        self.monitor = mon or monitor.Monitor()
+        self._readers: dict[tuple, RunReader] = {}
+        self._lock = threading.Lock()
+
+    def reader(self, state: runner.JobState) -> RunReader:
+        key = (state.run_dir, state.started)  # a resumed run in the same dir is a new attempt: read afresh
+        with self._lock:
+            if key not in self._readers:
+                self._readers[key] = RunReader(state)
+            return self._readers[key]
+
+    def snapshot(self, run_dir: str | None, lang: str = i18n.DEFAULT) -> Snapshot:
+        state = self.manager.state(run_dir) if run_dir else None
+        sample = self.monitor.sample(state)
+        host = f"{i18n.label('host_ram', lang)}: {monitor.host_text(sample)}"
+        snap = Snapshot(run_dir, gpu_rows=monitor.gpu_rows(sample), host=host,
+                        history=monitor.history_rows(self.monitor.history()), sample_time=sample.time)
+        if state is None:
+            snap.status_md = status_html(None, lang)
+            snap.proc_rows = monitor.process_rows(sample)
+            return snap
+        r = self.reader(state)
+        r.poll()
+        last = r.logs[-1] if r.logs else {}
+        peaks = {m.get("rank"): m for m in last.get("memory") or []}
+        snap.status = state.status
+        snap.status_md = status_html(state, lang)
+        snap.progress_html = progress_html(r, state)
+        snap.log_text, snap.log_version, snap.events_version = r.log_text(), r.log_version, r.events_version
+        snap.loss = [{"step": e["step"], "loss": e["loss"]} for e in r.logs if e.get("loss") is not None]
+        snap.lr = [{"step": e["step"], "lr": e["lr"]} for e in r.logs if e.get("lr") is not None]
+        snap.tps = [{"step": e["step"], "tokens/s": e["tokens_per_sec"]} for e in r.logs
+                    if e.get("tokens_per_sec") is not None]
+        snap.proc_rows = monitor.process_rows(sample, peaks)
+        snap.final_md = final_markdown(state, lang)
+        log = Path(state.run_dir) / runner.LOG_FILE
+        snap.log_path = str(log) if log.is_file() else None
+        return snap

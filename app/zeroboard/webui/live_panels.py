@@ -1,0 +1,182 @@
+"""Live panels under the form: status, progress, plots, logs, memory, final status.
+
+A gr.Timer ticks every ``TICK_S``; each tick renders the shared Snapshot of
+the session's run and skips every panel whose data did not change, so idle
+ticks send almost nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from .. import devices, monitor
+from . import i18n
+from .live import Live, Snapshot
+
+TICK_S = 0.5
+DOWNLOAD_EVERY_S = 30.0  # refreshing the download copies the log into gradio's cache: not on every tick
+# Follow the log's end unless the reader scrolled up to read (also on the first paint of a long log).
+STICK_TO_BOTTOM = """() => {
+  const t = document.querySelector('#zb-log textarea');
+  if (!t) return;
+  if (!t.dataset.zbWatch) {
+    t.dataset.zbWatch = '1'; t.dataset.zbPin = '1';
+    t.addEventListener('scroll', () => { t.dataset.zbPin = t.scrollHeight - t.scrollTop - t.clientHeight < 40 ? '1' : '0'; });
+  }
+  if (t.dataset.zbPin === '1') requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; });
+}"""
+GPU_HEADERS = ["GPU", "name", "used / total", "util"]
+PROC_HEADERS = ["device", "pid", "rank", "process", "memory now", "peak (trainer)"]
+
+
+@dataclass
+class LivePanels:
+    run: gr.Dropdown
+    status: gr.HTML
+    progress: gr.HTML
+    loss: gr.LinePlot
+    lr: gr.LinePlot
+    tps: gr.LinePlot
+    log: gr.Textbox
+    download: gr.DownloadButton
+    gpus: gr.Dataframe | None
+    host: gr.Markdown
+    procs: gr.Dataframe
+    history: gr.LinePlot
+    final: gr.Markdown
+    timer: gr.Timer
+    texts: dict
+
+
+def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    """Typed even when empty: the plot takes its axis types from the first value it gets."""
+    df = pd.DataFrame(rows, columns=columns)
+    return df.astype({c: ("string" if c == "series" else "float64") for c in columns})
+
+
+def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
+    t = lambda key: i18n.label(key, lang)  # noqa: E731
+    texts = {}
+    with gr.Row():
+        run = gr.Dropdown([], label=t("run"), allow_custom_value=True, scale=3, elem_id="zb-run")
+        status = gr.HTML(i18n.status("idle", lang), elem_id="zb-status")
+    progress = gr.HTML(elem_id="zb-progress")
+    with gr.Row():
+        loss = gr.LinePlot(_frame([], ["step", "loss"]), x="step", y="loss", label=t("loss"), height=220, elem_id="zb-loss")
+        lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), height=220, elem_id="zb-lr")
+        tps = gr.LinePlot(_frame([], ["step", "tokens/s"]), x="step", y="tokens/s", label=t("tps"), height=220,
+                          elem_id="zb-tps")
+    log = gr.Textbox(label=t("logs"), lines=16, max_lines=16, autoscroll=True, interactive=False, elem_id="zb-log")
+    log.change(None, js=STICK_TO_BOTTOM)
+    download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
+    with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
+        gpu_table = gr.Dataframe(headers=GPU_HEADERS, label=t("gpus"), interactive=False) if gpus else None
+        host = gr.Markdown(elem_id="zb-host")
+        with gr.Row():
+            procs = gr.Dataframe(headers=PROC_HEADERS, label=t("processes"), interactive=False, elem_id="zb-procs",
+                                 scale=2)
+            first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
+            history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
+                                  label=t("history"), height=220, scale=3, elem_id="zb-history")
+    final = gr.Markdown(elem_id="zb-final")
+    texts.update(run=(run, "label"), loss=(loss, "label"), lr=(lr, "label"), tps=(tps, "label"), logs=(log, "label"),
+                 download_log=(download, "value"), processes=(procs, "label"), history=(history, "label"))
+    texts["memory" if gpus else "memory_cpu"] = (mem, "label")
+    if gpu_table is not None:
+        texts["gpus"] = (gpu_table, "label")
+    timer = gr.Timer(TICK_S)
+    return LivePanels(run, status, progress, loss, lr, tps, log, download, gpu_table, host, procs, history, final,
+                      timer, texts)
+
+
+def outputs(p: LivePanels) -> list:
+    return [c for c in (p.status, p.progress, p.loss, p.lr, p.tps, p.log, p.download, p.gpus, p.host, p.procs,
+                        p.history, p.final) if c is not None]
+
+
+def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float) -> tuple[list, dict]:
+    """Updates for ``outputs(p)``; panels whose data did not change since ``seen`` are skipped."""
+    seen = seen or {}
+    fresh = seen.get("run_dir") != snap.run_dir
+    skip = gr.skip()
+
+    def changed(key, value):
+        return fresh or seen.get(key) != value
+
+    events_new = changed("events", snap.events_version)
+    log_new = changed("log", snap.log_version)
+    status_key = (snap.status, snap.status_md)
+    download_due = changed("status", status_key) or (log_new and now - seen.get("download_at", 0) > DOWNLOAD_EVERY_S)
+    out = [
+        snap.status_md if changed("status", status_key) else skip,
+        snap.progress_html,
+        _frame(snap.loss, ["step", "loss"]) if events_new else skip,
+        _frame(snap.lr, ["step", "lr"]) if events_new else skip,
+        _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip,
+        snap.log_text if log_new else skip,
+        gr.update(value=downloadable(snap.log_path)) if download_due else skip,
+    ]
+    sampled = changed("sample", snap.sample_time)
+    if p.gpus is not None:
+        out.append(snap.gpu_rows if sampled else skip)
+    out += [
+        snap.host if sampled else skip,
+        snap.proc_rows if sampled else skip,
+        _frame(snap.history, ["seconds", "series", "MiB"]) if sampled else skip,
+        snap.final_md if changed("status", status_key) else skip,
+    ]
+    seen = {"run_dir": snap.run_dir, "events": snap.events_version, "log": snap.log_version, "status": status_key,
+            "sample": snap.sample_time, "download_at": now if download_due else seen.get("download_at", 0)}
+    return out, seen
+
+
+def downloadable(path: str | None) -> str | None:
+    """A path gradio agrees to serve: files outside the working and temp dirs are copied to the temp dir first."""
+    if path is None:
+        return None
+    p = Path(path).resolve()
+    if any(p.is_relative_to(Path(d).resolve()) for d in (os.getcwd(), tempfile.gettempdir())):
+        return str(p)
+    copy = Path(tempfile.gettempdir()) / "zeroboard-logs" / hashlib.sha1(str(p).encode()).hexdigest()[:12] / p.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(p, copy)
+    return str(copy)
+
+
+def run_choices(live: Live) -> list[str]:
+    return live.manager.run_dirs()
+
+
+def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo: gr.Blocks) -> None:
+    def tick(state, lang_value):
+        snap = live.snapshot(state.get("run_dir"), lang_value)
+        updates, seen = render_snapshot(p, snap, state.get("seen"), time.time())
+        run_update = gr.skip()
+        if snap.run_dir and state.get("listed") != snap.run_dir:
+            run_update = gr.update(choices=run_choices(live), value=snap.run_dir)
+        return [*updates, run_update, {**state, "seen": seen, "listed": snap.run_dir}]
+
+    def on_load(state):
+        job = live.manager.current()
+        run_dir = job.run_dir if job is not None else None
+        return gr.update(choices=run_choices(live), value=run_dir), {**state, "run_dir": run_dir, "seen": None,
+                                                                       "listed": run_dir}
+
+    def on_pick(run_dir, state):
+        if not run_dir or run_dir == state.get("run_dir"):
+            return state
+        return {**state, "run_dir": run_dir, "seen": None, "listed": run_dir}
+
+    p.timer.tick(tick, [session, lang], [*outputs(p), p.run, session], show_progress="hidden",
+                 concurrency_limit=None, queue=False)
+    p.run.input(on_pick, [p.run, session], [session], show_progress="hidden")
+    demo.load(on_load, [session], [p.run, session], show_progress="hidden")

@@ -1,0 +1,114 @@
+"""The Train page's form, buttons and command preview: render_train() builds, wire_train() connects.
+
+Preview and Start both go through handlers.check (validate everything, then
+build the command); Start runs the command it built, on the port the preview
+showed when that port is still free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .. import devices, runner, spec
+from . import form as formmod, handlers, i18n
+
+
+@dataclass
+class TrainPage:
+    form: formmod.Form
+    preview_data: gr.Button
+    data_preview: gr.Markdown
+    preview: gr.Button
+    save: gr.Button
+    load: gr.Button
+    start: gr.Button
+    abort: gr.Button
+    args_path: gr.Textbox
+    message: gr.Markdown
+    command: gr.HTML
+    ds_json: gr.Code
+
+
+def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> TrainPage:
+    f = formmod.Form()
+    for section, names in formmod.top_sections().items():
+        formmod.render_section(f, section, names, job, lang, gpus)
+        if section == "data":
+            with gr.Row():
+                preview_data = gr.Button(i18n.label("preview_data", lang), size="sm", scale=0, elem_id="zb-preview-data")
+            data_preview = gr.Markdown(elem_id="zb-data-preview")
+            f.texts["preview_data"] = (preview_data, "value")
+    with gr.Row():
+        preview = gr.Button(i18n.label("preview", lang), elem_id="zb-preview")
+        save = gr.Button(i18n.label("save", lang), elem_id="zb-save")
+        load = gr.Button(i18n.label("load", lang), elem_id="zb-load")
+        start = gr.Button(i18n.label("start", lang), variant="primary", elem_id="zb-start")
+        abort = gr.Button(i18n.label("abort", lang), variant="stop", elem_id="zb-abort")
+    for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort)):
+        f.texts[key] = (btn, "value")
+    for section, names in formmod.bottom_sections().items():
+        formmod.render_section(f, section, names, job, lang, gpus)
+        if section == "output":
+            args_path = gr.Textbox("runs/saved/job.yaml", label=i18n.label("args_path", lang), elem_id="zb-args-path")
+            f.texts["args_path"] = (args_path, "label")
+    message = gr.Markdown(elem_id="zb-message")
+    command = gr.HTML(label=i18n.label("command", lang), elem_id="zb-command")
+    ds_json = gr.Code(language="json", label=i18n.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
+    f.texts["command"] = (command, "label")
+    f.texts["ds_json"] = (ds_json, "label")
+    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, args_path, message,
+                     command, ds_json)
+
+
+def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.Gpu], session: gr.State,
+               lang: gr.Radio) -> None:
+    f = page.form
+    n = len(f.names)
+    checked_outputs = [*f.inputs, page.message, page.command, page.ds_json]
+
+    def shown(checked: handlers.Checked, lang_value: str, message: str) -> list:
+        cmd = checked.command
+        return [*formmod.field_updates(f, checked.errors, lang_value), message,
+                handlers.command_html(cmd) if cmd else "", handlers.deepspeed_json(cmd)]
+
+    def on_preview(*args):
+        values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
+        checked = handlers.check(values, gpus)
+        port = checked.command.master_port if checked.ok else None
+        return [*shown(checked, lang_value, handlers.report_markdown(checked)), {**state, "port": port}]
+
+    def on_start(*args):
+        values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
+        checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"))
+        if job is not None:
+            state = {**state, "run_dir": job.run_dir, "port": None, "seen": None}
+        return [*shown(checked, lang_value, message), state]
+
+    def on_abort(state):
+        return handlers.abort(manager, state.get("run_dir"))
+
+    def on_save(*args):
+        return handlers.save_args(f.values(args[:n]), args[n])
+
+    def on_load(path):
+        values, message = handlers.load_args(path)
+        if values is None:  # a malformed file changes nothing
+            return [gr.skip()] * n + [message]
+        return [values.get(name, gr.skip()) for name in f.names] + [message]
+
+    def on_devices(*args):
+        return handlers.device_count(f.values(args), gpus)
+
+    io = dict(show_progress="hidden")
+    page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
+    page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
+    page.abort.click(on_abort, [session], [page.message], **io)
+    page.save.click(on_save, [*f.inputs, page.args_path], [page.message], **io)
+    page.load.click(on_load, [page.args_path], [*f.inputs, page.message], **io)
+    page.preview_data.click(handlers.dataset_preview, [f.fields["dataset_dir"], f.fields["dataset"]],
+                            [page.data_preview], **io)
+    for name in ("gpu_ids", "num_processes", "device_type"):
+        if name in f.fields:
+            f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)

@@ -1,0 +1,250 @@
+"""The Train page in headless Chromium: newcomer's preview-then-start, Abort, and a UI server restart mid-run.
+
+Gradio pages keep connections open: these tests wait for elements, never for "network idle".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from zeroboard import command, runner
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
+RUN_S = 300  # a ZeRO-2 offload start-up on a busy 2-core machine can take minutes
+UI_S = 20_000  # ms, for page elements
+
+
+def start_server(port: int, index: Path, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index), "ZEROBOARD_LANG": "en"}
+    proc = subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "webui", "--port", str(port)], cwd=REPO, env=env,
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
+            return proc
+        if proc.poll() is not None:
+            raise RuntimeError(f"web UI exited: {log.read_text()[-2000:]}")
+        time.sleep(0.2)
+    raise RuntimeError("web UI did not come up in 120 s")
+
+
+def stop_server(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (set ZEROBOARD_CHROMIUM)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("browser")
+    yield path
+    for index in path.glob("*runs.json"):  # a failed test must not leave a long job running
+        mgr = runner.JobManager(index=index, grace_s=10)
+        for st in mgr.active():
+            mgr.abort(st.run_dir)
+        deadline = time.time() + 60
+        while mgr.active() and time.time() < deadline:
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def server(workdir):
+    port = command.free_port()
+    proc = start_server(port, workdir / "runs.json", workdir / "server.log")
+    yield f"http://127.0.0.1:{port}/"
+    stop_server(proc)
+
+
+@pytest.fixture()
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(UI_S)
+    yield pg
+    context.close()
+
+
+# --- page helpers -------------------------------------------------------------------------------
+
+
+def open_page(pg, url: str) -> None:
+    pg.goto(url)
+    pg.wait_for_selector("#zb-start")
+
+
+def fill(pg, name: str, value) -> None:
+    pg.locator(f"#zb-{name} input, #zb-{name} textarea").first.fill(str(value))
+
+
+def choose(pg, name: str, option: str) -> None:
+    pg.locator(f"#zb-{name} input").click()
+    pg.get_by_role("option", name=option, exact=True).click()
+
+
+def status(pg) -> str:
+    return pg.locator("#zb-status .zb-status").get_attribute("data-status") or ""
+
+
+def step(pg) -> int:
+    bar = pg.locator("#zb-progress .zb-progress")
+    return int(bar.get_attribute("data-step") or 0) if bar.count() else 0
+
+
+def wait_until(fn, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def start_job(pg, out: Path, max_steps: int) -> str:
+    fill(pg, "output_dir", out)
+    fill(pg, "max_steps", max_steps)
+    pg.locator("#zb-start").click()
+    pg.wait_for_selector("#zb-message :text('Started')", timeout=90_000)
+    wait_until(lambda: status(pg) == "running", 60, "the running status")
+    return str(out)
+
+
+def recorded_state(run_dir: str) -> runner.JobState:
+    return runner.read_state(run_dir)
+
+
+def assert_no_process_left(run_dir: str) -> None:
+    st = recorded_state(run_dir)
+    assert runner.job_processes(st) == []
+    assert all(runner._proc(r["pid"], r["ctime"]) is None for r in st.ranks)
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+
+def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server, page, workdir):
+    open_page(page, server)
+    for label in ("Device count", "DeepSpeed stage", "Enable offload", "Preview command", "Start"):
+        assert page.get_by_text(label, exact=True).first.is_visible(), label
+
+    choose(page, "deepspeed_stage", "2")
+    page.locator("#zb-offload input[type=checkbox]").check()
+    page.locator("#zb-preview").click()
+    mark = page.locator("#zb-command mark.zb-ds")
+    mark.wait_for()
+    assert mark.inner_text() == "cache/ds_z2_offload_config.json"
+    shown = page.locator("#zb-command pre").inner_text()
+    assert "CUDA_VISIBLE_DEVICES=''" in shown and "--deepspeed cache/ds_z2_offload_config.json" in shown
+    page.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
+    code = page.locator("#zb-ds-json .cm-content").inner_text()
+    cfg = json.loads(code)
+    assert cfg["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+
+    run_dir = start_job(page, workdir / "newcomer", max_steps=60)
+    ran = json.loads((Path(run_dir) / runner.COMMAND_FILE).read_text())
+    assert ran["deepspeed_config"] == "cache/ds_z2_offload_config.json"
+    assert ran["shell"] in page.locator("#zb-command pre").inner_text()  # what ran is what is shown
+
+    page.wait_for_function("() => document.querySelector('#zb-log textarea').value.includes('[rank1]:')",
+                           timeout=RUN_S * 1000)
+    steps = set()
+    wait_until(lambda: steps.add(step(page)) or status(page) in ("finished", "failed"), RUN_S, "the run to end")
+    assert status(page) == "finished", page.locator("#zb-final").inner_text()
+    assert len(steps - {0}) >= 2, f"progress did not advance on the page: {sorted(steps)}"
+    assert step(page) == 60
+    assert "finished" in page.locator("#zb-final").inner_text()
+    assert page.locator("#zb-loss svg, #zb-loss canvas").count() > 0
+    log = page.locator("#zb-log textarea").input_value()
+    assert "[rank0]:" in log and "[rank1]:" in log
+
+
+def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, page, workdir):
+    open_page(page, server)
+    fill(page, "learning_rate", 7)
+    page.locator("#zb-offload input[type=checkbox]").check()  # offload without a DeepSpeed stage
+    page.locator("#zb-preview").click()
+    page.wait_for_selector("#zb-learning_rate.zb-invalid")
+    assert "out of range" in page.locator("#zb-learning_rate").inner_text()
+    assert "needs DeepSpeed stage 2 or 3" in page.locator("#zb-offload").inner_text()
+    assert "Nothing was started" in page.locator("#zb-message").inner_text()
+    assert page.locator("#zb-command pre").count() == 0  # no command for a job with errors
+
+    page.locator("#zb-lang label", has_text="中文").click()
+    page.wait_for_selector("#zb-preview:text('预览命令')")
+    for label in ("设备数量", "DeepSpeed stage", "使用 offload", "开始"):
+        assert page.get_by_text(label, exact=True).first.is_visible(), label
+
+
+def test_abort_stops_the_job_and_no_process_remains(server, page, workdir):
+    open_page(page, server)
+    run_dir = start_job(page, workdir / "abort", max_steps=5000)
+    wait_until(lambda: step(page) > 0, RUN_S, "the first step on the page")
+    page.locator("#zb-abort").click()
+    page.wait_for_selector("#zb-message :text('Stopping')")
+    wait_until(lambda: status(page) == "aborted", 120, "the aborted status")
+    final = page.locator("#zb-final").inner_text()
+    assert "verified: no process of the job is left" in final
+    assert_no_process_left(run_dir)
+
+
+def test_a_restarted_ui_server_reattaches_to_the_running_job(chromium, page, workdir):
+    port = command.free_port()
+    index, log = workdir / "reattach-runs.json", workdir / "reattach-server.log"
+    first = start_server(port, index, log)
+    url = f"http://127.0.0.1:{port}/"
+    second = None
+    try:
+        open_page(page, url)
+        run_dir = start_job(page, workdir / "reattach", max_steps=5000)
+        wait_until(lambda: step(page) > 0, RUN_S, "the first step on the page")
+        stop_server(first, signal.SIGKILL)  # the UI dies; the job must not
+        assert recorded_state(run_dir).status == "running"
+
+        second = start_server(port, index, log)
+        page.reload()
+        page.wait_for_selector("#zb-start")
+        wait_until(lambda: status(page) == "running", 30, "the reattached running status")
+        assert run_dir in page.locator("#zb-status").inner_text()
+        before = wait_until(lambda: step(page), 60, "progress after the restart")
+        wait_until(lambda: step(page) > before, 120, "live progress after the restart")
+        lines = page.locator("#zb-log textarea").input_value()
+        assert re.search(r"\[rank0\]:.*step \d+/5000", lines)
+
+        page.locator("#zb-abort").click()
+        wait_until(lambda: status(page) == "aborted", 120, "the aborted status")
+        assert_no_process_left(run_dir)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                stop_server(proc)

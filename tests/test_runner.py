@@ -1,0 +1,268 @@
+"""The job runner: launch, abort, crash, reattach - with real processes and signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from zeroboard import checks, command, events, runner, spec
+
+REPO = Path(__file__).resolve().parents[1]
+WAIT_S = 180  # other trainings share this 2-core machine
+
+
+def stop_all(index: Path) -> None:
+    """Teardown: a failed test must not leave a 5000-step job running on the shared machine."""
+    mgr = runner.JobManager(index=index, grace_s=10)
+    for st in mgr.active():
+        mgr.abort(st.run_dir)
+    deadline = time.time() + 60
+    while mgr.active() and time.time() < deadline:
+        time.sleep(0.5)
+
+
+@pytest.fixture()
+def index(tmp_path):
+    path = tmp_path / "runs.json"
+    yield path
+    stop_all(path)
+
+
+def demo_job(out: Path, **changes) -> spec.JobSpec:
+    job = spec.load_yaml(REPO / "examples" / "demo.yaml")
+    job.output_dir = str(out)
+    for k, v in changes.items():
+        setattr(job, k, v)
+    return job
+
+
+def prepared_for(out: Path, **changes) -> command.Prepared:
+    p = command.prepare(demo_job(out, **changes), gpus=[])
+    assert p.report.ok, p.report.errors
+    return p
+
+
+def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def first_log_event(run_dir: str) -> dict:
+    path = Path(run_dir) / events.EVENTS_FILE
+    return wait_for(lambda: next((e for e in events.read_events(path) if e["event"] == "log"), None),
+                    what="the first logged step")
+
+
+def assert_nothing_left(st: runner.JobState) -> None:
+    assert runner.job_processes(st) == []
+    assert runner._proc(st.launcher_pid, st.launcher_ctime) is None
+    assert all(runner._proc(r["pid"], r["ctime"]) is None for r in st.ranks)
+    assert not [p for p in psutil.process_iter() if runner._trainer_of(p, Path(st.run_dir))]
+    wait_for(lambda: runner._proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to exit")
+
+
+# --- fast: no processes --------------------------------------------------------------------
+
+
+def test_torchrun_gets_rank_prefixes_and_the_preview_shows_them(tmp_path):
+    cmd = prepared_for(tmp_path / "run").command
+    assert cmd.argv[1:3] == ["--tee", "3"]
+    assert cmd.env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[rank${rank}]:"
+    assert "--tee 3" in cmd.shell() and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" in cmd.shell()
+
+
+def test_deepspeed_launcher_is_left_alone(tmp_path):
+    cmd = command.prepare(demo_job(tmp_path / "run", launcher="deepspeed"), gpus=[]).command
+    assert "--tee" not in cmd.argv and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in cmd.env
+
+
+TORCHRUN_SUMMARY = """\
+[rank0]:RuntimeError: Connection closed by peer
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+zeroboard.train FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 11)  (SIGTERM)
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-29_12:20:54
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 12)  (SIGKILL)
+======================================================
+"""
+
+
+def _state_with_log(tmp_path, text: str) -> runner.JobState:
+    (tmp_path / runner.LOG_FILE).write_text(text)
+    return runner.JobState(run_dir=str(tmp_path), status="running", started=time.time())
+
+
+def test_failure_names_torchruns_root_cause_rank_not_the_victim(tmp_path):
+    st = _state_with_log(tmp_path, "[rank1]:last words\n" + TORCHRUN_SUMMARY)
+    victim = {"event": "error", "rank": 0, "message": "RuntimeError: Connection closed by peer", "traceback": "tb"}
+    runner.conclude(st, 1, [victim])
+    assert st.status == "failed" and st.failed_rank == 1 and st.exit_code == 1
+    assert "SIGKILL" in st.message and "rank 1" in st.message
+    assert any("Root Cause" in ln for ln in st.error_lines)
+
+
+def test_failure_uses_the_error_event_of_the_failing_rank(tmp_path):
+    st = _state_with_log(tmp_path, "some output\n")
+    ev = {"event": "error", "rank": 1, "message": "ValueError: cutoff_len too small",
+          "traceback": "Traceback (most recent call last):\n  File x\nValueError: cutoff_len too small"}
+    runner.conclude(st, 1, [ev])
+    assert st.failed_rank == 1 and "cutoff_len" in st.message
+    assert st.error_lines[-1] == "ValueError: cutoff_len too small"
+
+
+def test_conclude_statuses(tmp_path):
+    st = _state_with_log(tmp_path, "")
+    runner.conclude(st, 0, [{"event": "end", "status": "finished"}])
+    assert st.status == "finished"
+    st = _state_with_log(tmp_path, "")
+    st.abort_requested = time.time()
+    runner.conclude(st, -15, [])
+    assert st.status == "aborted"
+    st = _state_with_log(tmp_path, "")
+    runner.conclude(st, None, [])
+    assert st.status == "lost"
+
+
+def test_one_job_per_device_set():
+    cpu = runner.JobState(run_dir="/r", status="running", device_kind="cpu", devices=[0, 1])
+    gpu = runner.JobState(run_dir="/g", status="running", device_kind="cuda", devices=[0, 1])
+    cmd = lambda kind, ids: command.Command(["torchrun"], {}, "/", None, kind, ids)  # noqa: E731
+    assert runner._overlap(cpu, cmd("cpu", [0]))
+    assert runner._overlap(gpu, cmd("cuda", [1, 2]))
+    assert not runner._overlap(gpu, cmd("cuda", [2, 3]))
+    assert not runner._overlap(gpu, cmd("cpu", [0, 1]))
+    assert "CPU processes" in runner.busy_message(cpu) and "GPU 0,1" in runner.busy_message(gpu)
+
+
+def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
+    prepared = prepared_for(tmp_path / "run")
+    cmd = prepared.command
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", cmd.master_port))
+        s.listen()
+        moved, notes = runner.settle_port(prepared.spec, cmd)
+        assert moved.master_port != cmd.master_port and str(cmd.master_port) in notes[0]
+        assert moved.argv[moved.argv.index("--master_port") + 1] == str(moved.master_port)
+        fixed = demo_job(tmp_path / "run", master_port=cmd.master_port)
+        with pytest.raises(RuntimeError, match="in use"):
+            runner.settle_port(fixed, cmd)
+    assert runner.settle_port(prepared.spec, cmd) == (cmd, [])
+
+
+def test_state_survives_a_round_trip(tmp_path):
+    st = runner.JobState(run_dir=str(tmp_path), status="running", ranks=[{"pid": 1, "rank": 0, "ctime": 1.0}])
+    runner.write_state(st)
+    assert runner.read_state(tmp_path) == st
+
+
+# --- end to end: real launcher processes -----------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_job_finishes_and_leaves_its_record(tmp_path, index):
+    mgr = runner.JobManager(index=index)
+    st = mgr.start(prepared_for(tmp_path / "run", max_steps=10))
+    assert st.status == "running" and st.launcher_pid
+    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, what="the job to end")
+    assert st.status == "finished", st.message
+    assert st.exit_code == 0
+    run = Path(st.run_dir)
+    for name in (runner.STATE_FILE, runner.COMMAND_FILE, runner.SPEC_FILE, runner.LOG_FILE, checks.RESULT_FILE):
+        assert (run / name).is_file(), name
+    log = (run / runner.LOG_FILE).read_text()
+    assert "[rank0]:" in log and "[rank1]:" in log  # every line says which rank wrote it
+    assert mgr.run_dirs()[0] == st.run_dir
+    assert_nothing_left(st)
+
+
+@pytest.mark.e2e
+def test_abort_from_a_restarted_manager_leaves_no_process(tmp_path, index):
+    first = runner.JobManager(index=index, grace_s=20)
+    st = first.start(prepared_for(tmp_path / "run", max_steps=5000))
+    first_log_event(st.run_dir)
+
+    with pytest.raises(runner.Busy, match="already running on CPU processes"):
+        first.start(prepared_for(tmp_path / "other", max_steps=10))
+
+    # a new manager (as after a web server restart) finds the running job on disk
+    second = runner.JobManager(index=index, grace_s=20)
+    found = second.current()
+    assert found is not None and found.run_dir == st.run_dir and found.status == "running"
+    assert {r["rank"] for r in found.ranks} >= {0, 1}
+    second.abort(st.run_dir)
+    st = wait_for(lambda: (s := second.state(st.run_dir)) and not s.active and s, 90, "the abort to finish")
+    assert st.status == "aborted", st.message
+    assert st.leftover == []
+    assert any("SIGTERM" in line for line in st.stop_log)
+    assert any("verified: no process of the job is left" in line for line in st.stop_log)
+    assert_nothing_left(st)
+
+
+@pytest.mark.e2e
+def test_abort_still_works_when_the_supervisor_was_killed(tmp_path, index):
+    mgr = runner.JobManager(index=index, grace_s=20)
+    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000))
+    first_log_event(st.run_dir)
+    os.kill(st.supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: runner._proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to die")
+    assert mgr.state(st.run_dir).status == "running"  # the job itself runs on
+    mgr.abort(st.run_dir)
+    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, 90, "the abort to finish")
+    assert st.status == "aborted" and st.leftover == []
+    assert runner.job_processes(st) == []
+
+
+@pytest.mark.e2e
+def test_a_killed_rank_is_reported_within_seconds_and_the_others_stopped(tmp_path, index):
+    mgr = runner.JobManager(index=index, grace_s=20)
+    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000))
+    first_log_event(st.run_dir)
+    st = mgr.state(st.run_dir)
+    victim = next(r for r in st.ranks if r["rank"] == 1)
+    os.kill(victim["pid"], signal.SIGKILL)
+    t0 = time.time()
+    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, 60, "the failure to be reported")
+    assert time.time() - t0 < 30
+    assert st.status == "failed" and st.failed_rank == 1, st.message
+    assert st.exit_code not in (0, None)
+    assert "SIGKILL" in st.message and st.error_lines
+    assert_nothing_left(st)
+
+
+@pytest.mark.e2e
+def test_a_python_error_is_reported_with_rank_and_traceback_and_a_taken_port_is_replaced(tmp_path, index):
+    # the spec only checks extra_args' names; TrainingArguments rejects the value on every rank
+    prepared = prepared_for(tmp_path / "run", extra_args={"optim": "no_such_optimizer"})
+    taken = prepared.command.master_port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", taken))
+        s.listen()
+        mgr = runner.JobManager(index=index)
+        st = mgr.start(prepared)
+        assert st.master_port != taken and any(str(taken) in n for n in st.notes)
+    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, what="the failure")
+    assert st.status == "failed" and st.failed_rank in (0, 1), st.message
+    assert "no_such_optimizer" in st.message
+    assert any("Error" in line for line in st.error_lines)
+    assert str(st.master_port) in (Path(st.run_dir) / runner.COMMAND_FILE).read_text()
+    assert_nothing_left(st)

@@ -1,0 +1,328 @@
+"""The web UI without a browser: the generated form, the handlers, the live view, the server's imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from zeroboard import devices, events, runner, spec
+from zeroboard.webui import handlers, i18n
+from zeroboard.webui.live import Live
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_GPUS = [devices.Gpu(0, "NVIDIA H200", 143 << 30, 140 << 30, 3 << 30, 0, (9, 0)),
+             devices.Gpu(1, "NVIDIA H200", 143 << 30, 100 << 30, 43 << 30, 87, (9, 0))]
+
+
+@pytest.fixture(scope="module")
+def gr():
+    import gradio
+
+    return gradio
+
+
+@pytest.fixture()
+def manager(tmp_path):
+    return runner.JobManager(index=tmp_path / "runs.json")
+
+
+def demo_values(out: Path, **changes) -> dict:
+    job = spec.load_yaml(REPO / "examples" / "demo.yaml")
+    job.output_dir = str(out)
+    values = handlers.spec_to_form(job)
+    values.pop("gpu_ids")  # no GPU: the page has no GPU picker
+    values.update(changes)
+    return values
+
+
+def app_config(demo) -> str:
+    return json.dumps(demo.get_config_file(), ensure_ascii=False, default=str)
+
+
+# --- the form is the schema -------------------------------------------------------------------
+
+
+def test_every_field_has_a_widget_of_its_type(gr):
+    from zeroboard.webui.form import widget
+
+    kinds = {name: type(widget(name, getattr(spec.JobSpec(), name), "en", FAKE_GPUS)).__name__ for name in spec.FIELDS}
+    assert kinds["deepspeed_stage"] == "Dropdown" and kinds["finetuning_type"] == "Dropdown"
+    assert kinds["offload"] == "Checkbox" and kinds["resume"] == "Checkbox"
+    assert kinds["learning_rate"] == "Number" and kinds["cutoff_len"] == "Number"
+    assert kinds["dataset"] == "Textbox" and kinds["lora_target"] == "Textbox" and kinds["model_name_or_path"] == "Textbox"
+    assert kinds["extra_args"] == "Code"
+    assert kinds["gpu_ids"] == "CheckboxGroup"
+    assert widget("cutoff_len", 128, "en", []).precision == 0
+    assert list(widget("deepspeed_stage", "none", "en", []).choices) == [(c, c) for c in ("none", "2", "3")]
+
+
+def test_the_page_renders_every_field_devices_last(gr, manager):
+    from zeroboard.webui import form as formmod
+
+    sections = list(formmod.top_sections()) + list(formmod.bottom_sections())
+    assert sorted(sections) == sorted(spec.sections())
+    assert sections[-1] == "devices"
+    with gr.Blocks():
+        f = formmod.Form()
+        for section, names in spec.sections().items():
+            formmod.render_section(f, section, names, spec.JobSpec(), "en", [])
+    assert set(f.names) == set(spec.FIELDS) - {"gpu_ids"}  # no GPU: processes instead of a GPU picker
+    assert f.device_count is not None and f.device_count.interactive is False
+    with gr.Blocks():
+        g = formmod.Form()
+        formmod.render_section(g, "devices", spec.sections()["devices"], spec.JobSpec(), "en", FAKE_GPUS)
+    assert "gpu_ids" in g.names
+    assert [label for label, _ in g.fields["gpu_ids"].choices][1].startswith("1: NVIDIA H200 · 100 of 143 GiB free")
+
+
+def test_labels_exist_in_both_languages_and_use_the_course_words():
+    for name in spec.FIELDS:
+        assert i18n.label(name, "en") and i18n.label(name, "zh") and i18n.info(name, "zh"), name
+    assert i18n.label("device_count", "zh") == "设备数量"
+    assert i18n.label("deepspeed_stage", "zh") == "DeepSpeed stage"
+    assert i18n.label("offload", "zh") == "使用 offload"
+    assert i18n.label("preview", "zh") == "预览命令"
+    assert i18n.label("start", "zh") == "开始"
+    assert i18n.label("offload", "en") == "Enable offload"
+
+
+@pytest.mark.parametrize("lang,words", [("zh", ["设备数量", "DeepSpeed stage", "使用 offload", "预览命令", "开始"]),
+                                        ("en", ["Device count", "DeepSpeed stage", "Enable offload", "Preview command",
+                                                "Start", "Abort", "Save arguments", "Load arguments"])])
+def test_labels_are_in_the_first_paint(gr, manager, lang, words):
+    from zeroboard.webui import app
+
+    config = app_config(app.build_app(manager, lang=lang, gpus=[]))
+    for w in words:
+        assert w in config, w
+
+
+# --- handlers -------------------------------------------------------------------------------
+
+
+def test_form_values_round_trip_to_the_same_spec(tmp_path):
+    job = spec.JobSpec(dataset=["a", "b"], lora_target=["q_proj", "v_proj"], extra_args={"optim": "adamw_torch"},
+                       gpu_ids=[1, 0], output_dir=str(tmp_path))
+    back, problems = handlers.form_to_spec(handlers.spec_to_form(job))
+    assert problems == {} and back == job
+
+
+def test_every_invalid_field_is_reported_and_nothing_is_built(tmp_path):
+    values = demo_values(tmp_path / "run", learning_rate=7, offload=True, cutoff_len=None)
+    checked = handlers.check(values, [])
+    assert not checked.ok and checked.command is None
+    assert "cutoff_len" in checked.errors  # type problems first, all at once
+    checked = handlers.check({**values, "cutoff_len": 128}, [])
+    assert set(checked.errors) >= {"learning_rate", "offload"}
+    assert "Nothing was started" in handlers.report_markdown(checked)
+
+
+def test_errors_go_next_to_their_fields(gr, tmp_path):
+    from zeroboard.webui import form as formmod
+
+    with gr.Blocks():
+        f = formmod.Form()
+        for section, names in spec.sections().items():
+            formmod.render_section(f, section, names, spec.JobSpec(), "en", [])
+    updates = dict(zip(f.names, formmod.field_updates(f, {"learning_rate": "out of range", "extra_args": "bad"}, "en"),
+                       strict=True))
+    assert updates["learning_rate"]["info"] == "Error: out of range"
+    assert updates["learning_rate"]["elem_classes"] == ["zb-invalid"]
+    assert "bad" in updates["extra_args"]["label"]  # the code box has no help line: the label says it
+    assert updates["seed"]["info"] == spec.help_text("seed") and updates["seed"]["elem_classes"] == []
+
+
+def test_preview_of_stage_2_with_offload_names_the_preset_and_shows_its_json(tmp_path):
+    checked = handlers.check(demo_values(tmp_path / "run", deepspeed_stage="2", offload=True), [])
+    assert checked.ok, checked.errors
+    cmd = checked.command
+    page = handlers.command_html(cmd)
+    assert '<mark class="zb-ds">cache/ds_z2_offload_config.json</mark>' in page
+    assert "CUDA_VISIBLE_DEVICES=&#x27;&#x27;" in page  # the environment is part of what is shown
+    cfg = json.loads(handlers.deepspeed_json(cmd))
+    assert cfg["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    # Start re-checks on the previewed port: the very same argv
+    again = handlers.check(demo_values(tmp_path / "run", deepspeed_stage="2", offload=True), [], port=cmd.master_port)
+    assert again.command.argv == cmd.argv and again.command.env == cmd.env
+
+
+def test_device_count(tmp_path):
+    assert handlers.device_count({"device_type": "auto", "num_processes": 2}, []) == 2
+    assert handlers.device_count({"device_type": "auto", "gpu_ids": []}, FAKE_GPUS) == 2
+    assert handlers.device_count({"device_type": "auto", "gpu_ids": [1]}, FAKE_GPUS) == 1
+    assert handlers.device_count({"device_type": "cpu", "num_processes": 1}, FAKE_GPUS) == 1
+
+
+def test_save_then_load_arguments(tmp_path):
+    path = tmp_path / "saved" / "job.yaml"
+    values = demo_values(tmp_path / "run", learning_rate=0.001, deepspeed_stage="3")
+    assert "Saved" in handlers.save_args(values, str(path))
+    loaded, message = handlers.load_args(str(path))
+    assert loaded is not None and "Loaded" in message
+    assert loaded["learning_rate"] == 0.001 and loaded["deepspeed_stage"] == "3"
+    assert spec.load_yaml(path).learning_rate == 0.001  # the CLI reads the same file
+
+
+@pytest.mark.parametrize("text,word", [("learning_rate: [oops", "not valid YAML"),
+                                       ("learning_rat: 0.1", "did you mean learning_rate"),
+                                       ("cutoff_len: lots", "whole number"),
+                                       ("- just\n- a list", "mapping")])
+def test_loading_a_malformed_file_says_what_is_wrong_and_changes_nothing(tmp_path, text, word):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    values, message = handlers.load_args(str(path))
+    assert values is None and word in message and "Nothing was loaded" in message
+
+
+def test_loading_a_malformed_file_leaves_every_widget_as_it_is(gr, manager, tmp_path):
+    from zeroboard.webui import app
+
+    demo = app.build_app(manager, gpus=[])
+    path = tmp_path / "bad.yaml"
+    path.write_text("deepspeed_stage: 5\n")
+    load = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_load" and len(fn.inputs) == 1
+                and len(fn.outputs) > 10)
+    out = load.fn(str(path))
+    assert all(o == gr.skip() for o in out[:-1])
+    assert "deepspeed_stage" in out[-1] and "must be one of none, 2, 3" in out[-1]
+
+
+def test_dataset_preview_shows_a_few_samples():
+    text = handlers.dataset_preview("cache/demo/data", "identity, demo_alpaca", n=2)
+    assert "identity" in text and "demo_alpaca" in text and "**assistant**" in text
+    assert "Error" in handlers.dataset_preview("cache/demo/data", "no_such_set")
+
+
+def _fake_running_job(run_dir: Path) -> runner.JobState:
+    """A job record whose supervisor and launcher are this very process: it counts as running."""
+    me = psutil.Process()
+    run_dir.mkdir(parents=True)
+    st = runner.JobState(run_dir=str(run_dir), status="running", device_kind="cpu", devices=[0, 1],
+                         supervisor_pid=me.pid, supervisor_ctime=me.create_time(), launcher_pid=me.pid,
+                         launcher_ctime=me.create_time(), started=time.time())
+    runner.write_state(st)
+    return st
+
+
+def test_a_second_start_says_what_is_running(manager, tmp_path):
+    busy = _fake_running_job(tmp_path / "busy")
+    manager._register(busy.run_dir)
+    checked, state, message = handlers.start(demo_values(tmp_path / "second"), [], manager)
+    assert state is None and checked.ok
+    assert "already running on CPU processes" in message and busy.run_dir in message
+    assert not (tmp_path / "second").exists()
+
+
+def test_abort_without_a_run_says_so(manager):
+    assert "no run selected" in handlers.abort(manager, None)
+
+
+# --- live view ------------------------------------------------------------------------------
+
+
+def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manager, tmp_path):
+    from zeroboard.webui import live_panels
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / runner.LOG_FILE).write_text("[rank0]:hello\n")
+    ev = events.EventWriter(run, 0)
+    ev.emit("start", world_size=2, devices=[], total_steps=10)
+    ev.emit("log", step=5, total_steps=10, loss=1.5, lr=1e-3, tokens_per_sec=900.0, eta=3.0, memory=[])
+    st = runner.JobState(run_dir=str(run), status="finished", message="finished", exit_code=0, started=time.time() - 5,
+                         ended=time.time())
+    runner.write_state(st)
+    live = Live(manager)
+    snap = live.snapshot(str(run))
+    assert snap.log_text == "[rank0]:hello" and snap.loss == [{"step": 5, "loss": 1.5}]
+    assert 'data-step="10"' in snap.progress_html and "finished" in snap.final_md
+    with (run / runner.LOG_FILE).open("a") as fh:
+        fh.write("[rank1]:world\n")
+    snap2 = live.snapshot(str(run))
+    assert snap2.log_version == 2 and snap2.log_text.endswith("[rank1]:world")
+
+    with gr.Blocks():
+        panels = live_panels.render_live("en", [])
+    first, seen = live_panels.render_snapshot(panels, snap2, None, time.time())
+    assert first[0] != gr.skip() and first[5] == snap2.log_text
+    again, _ = live_panels.render_snapshot(panels, live.snapshot(str(run)), seen, time.time())
+    assert again[0] == gr.skip() and again[5] == gr.skip()  # nothing new: nothing re-sent
+
+
+def test_a_log_outside_the_served_folders_is_copied_for_download(tmp_path, monkeypatch):
+    from zeroboard.webui import live_panels
+
+    log = tmp_path / "launcher.log"
+    log.write_text("hello\n")
+    assert live_panels.downloadable(str(log)) == str(log.resolve())  # pytest's tmp is in the temp dir
+    monkeypatch.setattr(live_panels.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    copy = live_panels.downloadable(str(log))
+    assert copy.startswith(str(tmp_path / "tmp")) and Path(copy).read_text() == "hello\n"
+    assert live_panels.downloadable(None) is None
+
+
+def test_a_failed_run_shows_exit_code_rank_and_error_lines(manager, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    st = runner.JobState(run_dir=str(run), status="failed", message="failed (exit code 1): rank 1: killed by SIGKILL",
+                         exit_code=1, failed_rank=1, error_lines=["Root Cause", "rank : 1"])
+    runner.write_state(st)
+    md = Live(manager).snapshot(str(run)).final_md
+    assert "exit code: `1`" in md and "failed rank: **1**" in md and "Root Cause" in md
+
+
+def test_memory_panel_rows_for_gpus_and_for_cpu():
+    from zeroboard import monitor
+
+    detect = lambda with_processes=False: [  # noqa: E731
+        devices.Gpu(0, "NVIDIA H200", 143 << 30, 100 << 30, 43 << 30, 87, (9, 0), [devices.GpuProcess(4242, 40 << 30)])]
+    s = monitor.take_sample(None, detect)
+    assert monitor.gpu_rows(s) == [[0, "NVIDIA H200", "43.0 / 143.0 GiB", "87%"]]
+    assert monitor.process_rows(s)[0][:3] == [0, 4242, ""]  # not a rank of the job
+    assert {r["series"] for r in monitor.history_rows([s, s])} == {"GPU 0"}
+    cpu = monitor.take_sample(None, lambda with_processes=False: [])
+    cpu.ranks = [{"rank": 0, "pid": 1, "rss_bytes": 300 << 20}]
+    assert monitor.process_rows(cpu, {0: {"rss_peak_bytes": 400 << 20}}) == [
+        ["cpu", 1, 0, "zeroboard.train", "300 MiB", "400 MiB"]]
+    assert {r["series"] for r in monitor.history_rows([cpu])} == {"host RAM", monitor.JOB_SERIES}
+    mon = monitor.Monitor(detect=lambda with_processes=False: [])
+    assert mon.sample(None) is mon.sample(None)  # one sample per interval however many pages ask
+
+
+# --- the server process -----------------------------------------------------------------------
+
+
+def test_the_web_server_never_imports_torch_or_transformers(tmp_path):
+    code = ("import sys; from zeroboard.webui import app; from zeroboard import runner; "
+            f"app.build_app(runner.JobManager(index={str(tmp_path / 'r.json')!r})); "
+            "bad = [m for m in ('torch', 'transformers', 'deepspeed', 'peft') if m in sys.modules]; "
+            "print('heavy:', bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_serving_beyond_localhost_needs_a_password(monkeypatch, capsys):
+    from zeroboard.webui import app
+
+    monkeypatch.delenv("ZEROBOARD_PASSWORD", raising=False)
+    assert app.serve(host="0.0.0.0", port=1) == 2
+    err = capsys.readouterr().err
+    assert "ZEROBOARD_PASSWORD" in err and "0.0.0.0" in err
+
+
+def test_cli_passes_host_and_port(monkeypatch):
+    from zeroboard import cli
+    from zeroboard.webui import app
+
+    seen = {}
+    monkeypatch.setattr(app, "serve", lambda host, port: seen.update(host=host, port=port) or 0)
+    assert cli.main(["webui", "--host", "127.0.0.1", "--port", "7999"]) == 0
+    assert seen == {"host": "127.0.0.1", "port": 7999}
+    assert os.environ.get("GRADIO_ANALYTICS_ENABLED") == "False"
