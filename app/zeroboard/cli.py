@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import command, presets, spec as specmod
+from . import command, planner, presets, spec as specmod
 from .demo import write_demo_data
 from .spec import DEMO_DATA_DIR, DEMO_MODEL
 
@@ -81,6 +81,7 @@ def run_job(prepared: command.Prepared) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "command.json").write_text(json.dumps(cmd.to_dict(), indent=2) + "\n")
     (out / "job.requested.yaml").write_text(specmod.dump_yaml(prepared.spec), encoding="utf-8")
+    planner.record_plan(prepared.spec, out)  # plan.json: the estimate, next to what the trainer measures
     print(f"$ {cmd.shell()}", flush=True)
     proc = subprocess.Popen(cmd.argv, env=cmd.full_env(), cwd=cmd.cwd, start_new_session=True)
     try:
@@ -119,12 +120,6 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def cmd_plan(args) -> int:
-    from .planner import cmd_plan as plan
-
-    return plan(args)
-
-
 def cmd_webui(args) -> int:
     from .webui.app import serve
 
@@ -145,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     job_cmd("preview", cmd_preview, "print the exact command a job runs").add_argument("--json", action="store_true")
     job_cmd("train", cmd_train, "run a job in the foreground (same argv as the preview)")
     job_cmd("validate", cmd_validate, "check a job without starting it")
-    job_cmd("plan", cmd_plan, "estimate per-device memory for the chosen stage and offload").add_argument("--json", action="store_true")
+    plan = job_cmd("plan", planner.cmd_plan, "estimate per-device memory for the chosen stage and offload")
+    plan.add_argument("--json", action="store_true")
     from .outputs import add_commands
 
     add_commands(sub)  # check, inspect, consolidate, merge

@@ -6,6 +6,7 @@ read incrementally by the CLI and the web UI.  Kinds:
 - ``start``: world_size, devices (one entry per rank), total_steps
 - ``log``: step, total_steps, loss, lr, epoch, tokens_per_sec, elapsed, eta, memory (per rank)
 - ``save``: step, path
+- ``memory``: step, memory (per rank), at the end of training: the run's peaks
 - ``end``: status ("finished"), result (what was saved)
 - ``error``: rank, message, traceback
 """

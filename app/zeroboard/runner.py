@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psutil
 
-from . import command, events, spec as specmod
+from . import command, events, planner, spec as specmod
 
 STATE_FILE = "state.json"
 COMMAND_FILE = "command.json"
@@ -466,6 +466,7 @@ class JobManager:
             run.mkdir(parents=True, exist_ok=True)
             (run / SPEC_FILE).write_text(specmod.dump_yaml(prepared.spec), encoding="utf-8")
             (run / COMMAND_FILE).write_text(json.dumps(cmd.to_dict(), indent=2) + "\n", encoding="utf-8")
+            planner.record_plan(prepared.spec, run)  # plan.json: the estimate, next to what the trainer measures
             state = JobState(run_dir=str(run), message="starting", launcher=prepared.spec.launcher,
                              device_kind=cmd.device_kind, devices=list(cmd.devices), master_port=cmd.master_port,
                              started=time.time(), grace_s=self.grace_s, notes=notes,

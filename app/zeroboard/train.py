@@ -156,6 +156,11 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
                      f"{eta:.0f}s" if eta is not None else "?")
             self.t_last, self.tokens_last = now, tokens
 
+        def on_train_end(self, args, state, control, **kw):
+            memory = gather(memory_now(torch))  # the whole run's peak, also when the last step logged nothing
+            if RANK == 0:
+                events.emit("memory", step=state.global_step, memory=memory)
+
         def on_save(self, args, state, control, **kw):
             if RANK == 0:
                 path = Path(args.output_dir) / f"checkpoint-{state.global_step}"

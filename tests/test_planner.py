@@ -1,0 +1,312 @@
+"""The memory planner: parameter counts, LoRA sizes, ZeRO formulas, activations, verdicts, bad input.
+
+Fast: no training. The H200 figures are the reference doc's table and this
+project's own runs of the real trainer (benchmarks/planner_accuracy.py --gpu-matrix).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroboard import planner
+from zeroboard.devices import Gpu
+from zeroboard.spec import JobSpec
+
+GIB = 1 << 30
+TINY = dict(model_type="llama", hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, vocab_size=10, tie_word_embeddings=False)
+LLAMA_1B = dict(model_type="llama", hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                num_attention_heads=32, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False)
+
+
+def h200(free_gib: float = 139, n: int = 1) -> list[Gpu]:
+    return [Gpu(i, "NVIDIA H200", 143 * GIB, int(free_gib * GIB), 0, 0, (9, 0)) for i in range(n)]
+
+
+def job(**kw) -> JobSpec:
+    base = dict(precision="bf16", per_device_train_batch_size=8, cutoff_len=1024, lora_rank=16)
+    return JobSpec(**{**base, **kw})
+
+
+# --- the model from config.json ------------------------------------------------------------
+
+def test_tiny_llama_parameters_by_hand():
+    shape = planner.shape_from_config(TINY)
+    # head_dim 4; per layer q 8x8 + k 8x4 + v 8x4 + o 8x8 + gate/up/down 3 x 8x16 + 2 norms of 8
+    per_layer = 64 + 32 + 32 + 64 + 3 * 128 + 16
+    assert shape.layer_params == per_layer == 592
+    assert shape.params == 10 * 8 + 2 * per_layer + 8 + 10 * 8 == 1352
+    tied = planner.shape_from_config({**TINY, "tie_word_embeddings": True})
+    assert tied.params == 1352 - 80
+
+
+def test_lora_parameters_by_hand():
+    shape = planner.shape_from_config(TINY)
+    # r x (in + out) per adapted linear: q 2x16, k 2x12, v 2x12, o 2x16, gate/up/down 2x24 each; two layers
+    assert planner.lora_params(shape, 2, ["all"]) == 2 * (32 + 24 + 24 + 32 + 3 * 48) == 512
+    assert planner.lora_params(shape, 2, ["q_proj", "v_proj"]) == 2 * (32 + 24) == 112
+    # the reference table's LoRA: r16 on every linear of the 1.1B Llama
+    assert planner.lora_params(planner.shape_from_config(LLAMA_1B), 16, ["all"]) == 12_615_680
+
+
+CONFIGS = {
+    "llama": LLAMA_1B,
+    "qwen2": dict(model_type="qwen2", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=300, tie_word_embeddings=True),
+    "qwen3": dict(model_type="qwen3", hidden_size=64, intermediate_size=160, num_hidden_layers=2, head_dim=32,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=300, tie_word_embeddings=False),
+    "gemma": dict(model_type="gemma", hidden_size=64, intermediate_size=160, num_hidden_layers=2, head_dim=16,
+                  num_attention_heads=4, num_key_value_heads=1, vocab_size=300),
+    "mistral": dict(model_type="mistral", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, vocab_size=300),
+    "gpt2": dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4, vocab_size=300, n_positions=128),
+    "gpt_neox": dict(model_type="gpt_neox", hidden_size=64, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=4, vocab_size=300),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_parameter_count_matches_transformers(name):
+    """Count on the meta device (no memory): the planner must agree with the real module tree."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(CONFIGS[name])
+    hf = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf)
+    expected = sum(p.numel() for p in model.parameters())  # shared (tied) tensors count once
+    assert planner.shape_from_config(CONFIGS[name]).params == expected
+
+
+def test_unknown_architecture_and_missing_config_are_clear(tmp_path):
+    with pytest.raises(planner.PlanError, match="unknown architecture.*'mamba'.*knows.*llama"):
+        planner.shape_from_config({"model_type": "mamba", "architectures": ["MambaForCausalLM"]})
+    with pytest.raises(planner.PlanError, match="has no config.json"):
+        planner.read_model(tmp_path)
+    with pytest.raises(planner.PlanError, match="has no config.json"):
+        planner.estimate(JobSpec(model_name_or_path=str(tmp_path)), [])
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(planner.PlanError, match="cannot be read as JSON"):
+        planner.read_model(tmp_path)
+
+
+def test_reads_a_model_folder_and_its_checkpoint_size(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**TINY, "dtype": "bfloat16"}))
+    shape = planner.read_model(tmp_path)
+    assert shape.params == 1352 and shape.checkpoint_bytes == 2 * 1352
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 5000)
+    assert planner.read_model(tmp_path).checkpoint_bytes == 5000
+
+
+# --- model states: the guide's formulas --------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_zero_formulas_against_device_count(n):
+    shape = planner.shape_from_config(LLAMA_1B)
+    psi = shape.params
+    base = planner.Setup("full", "none", False, False, n, "cuda", "bf16", 1, 8, False)
+
+    def states(stage, off=False):
+        s = planner.replace(base, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
+        return planner._states(shape, s, psi, psi)
+
+    z2 = states("2")  # 2Ψ + 14Ψ/N: 16-bit weights everywhere; grads and fp32 master + Adam split
+    assert z2["weights"] == 2 * psi
+    assert z2["optimizer"] == 12 * psi // n
+    assert z2["grads_at_step"] == 2 * psi // n + 4 * psi // n  # 16-bit partition + its fp32 copy at the step
+    z3 = states("3")  # 16Ψ/N, plus the norms every GPU keeps whole
+    small = 2 * (22 * 2 * 2048 + 2048)
+    assert z3["weights"] + z3["optimizer"] + z3["grads"] - small == pytest.approx(16 * psi / n, rel=1e-6)
+    none = states("none")  # ZeroBoard without DeepSpeed: fp32 weights + Adam; fp32 grads until the step
+    assert none["weights"] + none["optimizer"] + none["grads_at_step"] == 16 * psi
+    assert none["buffers"] - planner.WORKSPACE == (0 if n == 1 else 4 * psi)  # DDP's gradient buckets
+    off = states("2", off=True)
+    assert off["optimizer"] == 0 and off["host"] == planner.OFFLOAD_OPT_BYTES * psi // n
+
+
+def test_lora_trains_only_the_adapter():
+    shape = planner.shape_from_config(LLAMA_1B)
+    lora = planner.estimate(job(finetuning_type="lora"), h200(), model=shape)
+    assert lora.trainable == 12_615_680 and lora.params == shape.params + lora.trainable
+    assert lora.breakdown["optimizer states"] == 8 * lora.trainable  # fp32 Adam moments of the adapter only
+    assert lora.breakdown["weights"] == 4 * lora.params  # fp32 base + fp32 adapter (no DeepSpeed)
+
+
+# --- activations: bytes saved per token and layer --------------------------------------------
+
+def test_activation_bytes_per_token_and_layer():
+    """Derived op by op; each equals what torch.autograd.graph.saved_tensors_hooks counted."""
+    shape = planner.shape_from_config(LLAMA_1B)
+    h, kv, inter, heads, r = 2048, 256, 5632, 32, 16
+
+    def per(kind, lora=False, **kw):
+        return planner.layer_act_bytes(shape, planner.ActMode(kind, lora, **kw), ["all"], r)
+
+    # norms 2 x (4h fp32 copy + 2h normalized + 2h out), q/k/v/out 4h + 4kv, MLP 4 x 2I, logsumexp, rsqrt
+    assert per("pure16") == 20 * h + 4 * kv + 8 * inter + 4 * heads + 8 == 87_176
+    assert per("autocast") == 30 * h + 4 * kv + 8 * inter + 4 * heads + 8 == 107_656
+    assert per("fp32") == 32 * h + 8 * kv + 16 * inter + 4 * heads + 8 == 157_832
+    assert per("pure16", True) == 16 * h + 4 * kv + 8 * inter + 4 * heads + 7 * 2 * r + 8
+    assert per("autocast", True) == 95_592
+    assert per("fp32", True) == 141_896
+    z3 = per("pure16", True, adapters32=True, saves_frozen_inputs=True)
+    assert z3 == 40 * h + 4 * kv + 12 * inter + 4 * heads + 7 * 4 * r + 8
+
+
+def test_gradient_checkpointing_cuts_activations():
+    shape = planner.shape_from_config(LLAMA_1B)
+    plain = planner.estimate(job(deepspeed_stage="2"), h200(), model=shape)
+    ckpt = planner.estimate(job(deepspeed_stage="2", gradient_checkpointing=True), h200(), model=shape)
+    assert ckpt.breakdown["activations"] < plain.breakdown["activations"] / 3
+    assert ckpt.peak_bytes < plain.peak_bytes
+
+
+# --- against the H200 -------------------------------------------------------------------------------
+
+REFERENCE = {  # shared/reference/gpu-and-deepspeed.md: peak allocated GiB of a bare script (bf16 model)
+    ("none", False, "full"): 23.9, ("2", False, "full"): 32.1, ("3", False, "full"): 34.2,
+    ("2", True, "full"): 19.9, ("3", True, "full"): 19.6, ("none", False, "lora"): 21.3, ("3", False, "lora"): 30.6,
+}
+MEASURED = {  # ZeroBoard's own trainer on the H200 (torch peak allocated, GiB)
+    ("none", False, "full"): 35.44, ("2", False, "full"): 32.09, ("3", False, "full"): 34.15,
+    ("2", True, "full"): 19.92, ("3", True, "full"): 19.63, ("none", False, "lora"): 25.22,
+    ("2", False, "lora"): 18.50, ("3", False, "lora"): 30.63, ("2", True, "lora"): 18.36, ("3", True, "lora"): 30.25,
+}
+
+
+@pytest.mark.parametrize(("stage", "offload", "ft"), list(MEASURED))
+def test_h200_matrix_within_ten_percent(stage, offload, ft):
+    shape = planner.shape_from_config(LLAMA_1B)
+    spec = job(deepspeed_stage=stage, offload=offload, finetuning_type=ft)
+    est = planner.estimate(spec, h200(), model=shape).peak_bytes / GIB
+    assert est == pytest.approx(MEASURED[(stage, offload, ft)], rel=0.10)
+    if (stage, offload, ft) in REFERENCE:
+        bare = planner.estimate(spec, h200(), model=shape, weights_16bit_without_ds=True).peak_bytes / GIB
+        assert bare == pytest.approx(REFERENCE[(stage, offload, ft)], rel=0.10)
+
+
+# --- verdict and recommendation -------------------------------------------------------------------
+
+def test_recommends_the_fastest_setting_that_fits_on_one_gpu():
+    shape = planner.shape_from_config(LLAMA_1B)
+    roomy = planner.estimate(job(finetuning_type="full"), h200(139), model=shape)
+    assert roomy.fits and roomy.recommendation.startswith("keep no DeepSpeed")
+    tight = planner.estimate(job(finetuning_type="full"), h200(30), model=shape)
+    assert tight.fits is False
+    assert tight.recommendation.startswith("use no DeepSpeed + gradient checkpointing")  # +40% beats offload's 4.5x
+    off = planner.estimate(job(finetuning_type="full", gradient_checkpointing=True, per_device_train_batch_size=32),
+                           h200(30), model=shape)
+    assert off.recommendation.startswith("use ZeRO-2 + offload")
+    by = {r["setting"]: r for r in tight.alternatives}
+    assert by["ZeRO-2"]["peak_bytes"] < by["ZeRO-3"]["peak_bytes"]  # one GPU: ZeRO-3 saves nothing
+    hopeless = planner.estimate(job(finetuning_type="full", cutoff_len=65536), h200(30), model=shape)
+    assert hopeless.recommendation.startswith("nothing fits")
+
+
+def test_zero_savings_show_with_several_gpus():
+    shape = planner.shape_from_config(LLAMA_1B)
+    one = planner.estimate(job(deepspeed_stage="3", finetuning_type="full"), h200(30, 1), model=shape)
+    eight = planner.estimate(job(deepspeed_stage="3", finetuning_type="full"), h200(30, 8), model=shape)
+    assert eight.setup.world == 8 and eight.peak_bytes < one.peak_bytes - 10 * GIB
+    assert eight.fits and not one.fits
+    plan = planner.estimate(job(finetuning_type="full"), h200(30, 8), model=shape)
+    assert plan.recommendation.startswith("use ZeRO-2:")  # 8 GPUs: 2Ψ+14Ψ/N fits where 16Ψ does not
+
+
+def test_selected_gpus_decide_the_verdict():
+    shape = planner.shape_from_config(LLAMA_1B)
+    gpus = [Gpu(0, "H200", 143 * GIB, 139 * GIB, 0, 0, (9, 0)), Gpu(1, "H200", 143 * GIB, 10 * GIB, 0, 0, (9, 0))]
+    assert planner.estimate(job(gpu_ids=[0]), gpus, model=shape).fits
+    assert planner.estimate(job(gpu_ids=[0, 1]), gpus, model=shape).fits is False
+
+
+def test_cpu_processes_plan_per_process_ram():
+    shape = planner.shape_from_config(TINY)
+    plan = planner.estimate(JobSpec(device_type="cpu", num_processes=2, deepspeed_stage="3"), [],
+                            model=shape, host_available=8 * GIB)
+    assert plan.setup.device == "cpu" and plan.setup.world == 2 and plan.setup.precision == "fp32"
+    assert plan.capacity_bytes == 4 * GIB and plan.fits
+    assert plan.host_bytes > planner.CPU_RUNTIME_DS > plan.peak_bytes
+    assert "RSS" in plan.markdown() and not plan.alternatives
+
+
+def test_markdown_explains_the_formula_and_the_activations():
+    shape = planner.shape_from_config(LLAMA_1B)
+    texts = {stage: planner.estimate(job(deepspeed_stage=stage), h200(), model=shape).markdown()
+             for stage in ("none", "2", "3")}
+    assert "**16Ψ**" in texts["none"] and "autocast" in texts["none"]
+    assert "**2Ψ+14Ψ/N**" in texts["2"] and "N = 1 nothing is split" in texts["2"]
+    assert "**16Ψ/N**" in texts["3"]
+    assert "Activations dominate" in texts["2"] and "Recommendation" in texts["2"]
+    short = planner.estimate(job(deepspeed_stage="2", cutoff_len=64, per_device_train_batch_size=1), h200(),
+                             model=shape)
+    assert "Activations dominate" not in short.markdown()
+    assert json.dumps(short.to_dict())  # the web UI and the run record take it as JSON
+
+
+def test_custom_deepspeed_file_sets_the_stage(tmp_path):
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                                     "offload_param": {"device": "cpu"}}}))
+    plan = planner.estimate(job(deepspeed=str(cfg)), h200(), model=planner.shape_from_config(LLAMA_1B))
+    assert plan.setup.stage == "3" and plan.setup.offload_param and plan.formula == "16Ψ/N"
+
+
+def test_run_record_keeps_estimate_and_measurement(tmp_path):
+    from zeroboard.events import EventWriter
+
+    shape = planner.shape_from_config(LLAMA_1B)
+    plan = planner.estimate(job(deepspeed_stage="2", finetuning_type="full"), h200(), model=shape)
+    planner.save_plan(plan, tmp_path)
+    w = EventWriter(tmp_path, 0)
+    measured = int(32.09 * GIB)
+    w.emit("log", step=5, memory=[{"rank": 0, "rss_peak_bytes": 3 * GIB, "torch_peak_bytes": measured - GIB,
+                                   "nvml_peak_bytes": 40 * GIB}])
+    w.emit("log", step=10, memory=[{"rank": 0, "rss_peak_bytes": 3 * GIB, "torch_peak_bytes": measured}])
+    cmp = planner.measured_vs_estimate(tmp_path)
+    assert cmp["what"] == "torch_peak_bytes" and cmp["estimate_bytes"] == plan.peak_bytes
+    (rank,) = cmp["ranks"]
+    assert rank["measured_bytes"] == measured and abs(rank["error"]) < 0.01 and cmp["worst_error"] == rank["error"]
+    assert rank["nvml_peak_bytes"] == 40 * GIB and rank["nvml_error"] < 0
+    assert planner.measured_vs_estimate(tmp_path / "nothing") is None
+
+
+def test_plan_command(tmp_path, capsys):
+    import argparse
+
+    args = argparse.Namespace(job=None, set=[f"model_name_or_path={tmp_path}"], json=False)
+    assert planner.cmd_plan(args) == 2
+    assert "has no config.json" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    args = argparse.Namespace(job=None, set=[f"model_name_or_path={tmp_path}", "device_type=cpu",
+                                             "finetuning_type=full"], json=True)
+    assert planner.cmd_plan(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"] == 1352 and out["setting"] == "no DeepSpeed" and out["fits"] is True
+
+
+def test_web_panel_and_launch_record_never_raise(tmp_path):
+    assert "fix the marked fields" in planner.panel(None, [])
+    assert "unavailable" in planner.panel(JobSpec(model_name_or_path=str(tmp_path / "none")), [])
+    assert planner.record_plan(JobSpec(model_name_or_path=str(tmp_path / "none")), tmp_path / "run", []) is None
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(TINY))
+    spec = JobSpec(model_name_or_path=str(tmp_path / "m"), device_type="cpu")
+    assert planner.panel(spec, []).startswith("### Memory plan")
+    assert planner.record_plan(spec, tmp_path / "run", []) is not None
+    assert json.loads((tmp_path / "run" / planner.PLAN_FILE).read_text())["setup"]["device"] == "cpu"
+
+
+def test_planner_and_inspect_stay_light():
+    """The web server imports both: neither may pull in torch, transformers, peft or DeepSpeed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, zeroboard.planner, zeroboard.outputs; "
+            "print([m for m in ('torch', 'transformers', 'peft', 'deepspeed') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
