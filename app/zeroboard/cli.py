@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     from .outputs import add_commands
 
     add_commands(sub)  # check, inspect, consolidate, merge
+    from .screenshots import add_command as add_screenshots
+
+    add_screenshots(sub)
     s = sub.add_parser("demo-model", help="build the tiny offline demo model and data")
     s.add_argument("--model-dir", default=DEMO_MODEL)
     s.add_argument("--data-dir", default=DEMO_DATA_DIR)

@@ -334,6 +334,9 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     counter = TokenCounter(tokenizer.pad_token_id)
     trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=counter,
                       processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at)])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log
     last_ckpt = None
     if job.resume:
         ckpts = sorted(Path(job.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
