@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checks, command, datasets, devices, runner, spec
+from .. import checks, command, datasets, devices, planner, runner, spec
 
 # --- form <-> spec ---------------------------------------------------------------------
 
@@ -120,6 +120,23 @@ def report_markdown(checked: Checked, title: str = "") -> str:
         lines += [f"- **`{k}`**: {html.escape(v)}" for k, v in checked.errors.items()]
     lines += [f"- note `{k}`: {html.escape(v)}" for k, v in checked.warnings.items()]
     return "\n".join(lines)
+
+
+# --- memory plan -----------------------------------------------------------------------
+
+# The fields the planner reads: the plan panel is redrawn when one of them changes.
+PLAN_FIELDS = ("model_name_or_path", "finetuning_type", "deepspeed_stage", "offload", "deepspeed", "device_type",
+               "gpu_ids", "num_processes", "per_device_train_batch_size", "cutoff_len", "precision",
+               "gradient_checkpointing", "lora_rank", "lora_target")
+
+
+def plan_markdown(values: dict, gpus: list[devices.Gpu]) -> str:
+    """The memory plan of the form as it stands, or which fields keep it from being planned (never raises)."""
+    job, problems = form_to_spec(values)
+    text = planner.panel(job, gpus)
+    if job is None and problems:
+        text += "\n\n" + "\n".join(f"- `{k}`: {html.escape(v)}" for k, v in problems.items())
+    return text
 
 
 # --- save / load arguments -------------------------------------------------------------

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import events, monitor, runner
+from .. import events, monitor, planner, runner
 from . import i18n
 
 LOG_LINES = 3000
+MEM_EVERY_S = 5.0  # re-reading events.jsonl for the plan comparison: at most this often while running
 
 
 class RunReader:
@@ -35,6 +36,7 @@ class RunReader:
         self.logs: list[dict] = []
         self.others: list[dict] = []  # save, end, error
         self._lock = threading.Lock()
+        self._mem: tuple[int, float, dict | None] = (-1, 0.0, None)  # (events_version, when, comparison)
 
     def poll(self) -> None:
         with self._lock:
@@ -58,10 +60,21 @@ class RunReader:
         with self._lock:
             return "\n".join(self.lines)
 
+    def memory_vs_plan(self, active: bool) -> dict | None:
+        """planner.measured_vs_estimate of this run, re-read when events arrived (throttled while running)."""
+        with self._lock:
+            version, at, cmp = self._mem
+            now = time.time()
+            if version != self.events_version and (not active or now - at >= MEM_EVERY_S):
+                cmp = planner.measured_vs_estimate(self.run_dir)
+                self._mem = (self.events_version, now, cmp)
+            return cmp
+
 
 @dataclass
 class Snapshot:
     run_dir: str | None
+    started: float | None = None  # which attempt: a resumed run in the same dir is new to the page
     status: str = "idle"
     status_md: str = ""
     progress_html: str = ""
@@ -76,6 +89,7 @@ class Snapshot:
     host: str = ""
     history: list[dict] = field(default_factory=list)
     final_md: str = ""
+    mem_md: str = ""
     log_path: str | None = None
     sample_time: float = 0.0
 
@@ -112,6 +126,36 @@ def status_html(state: runner.JobState | None, lang: str) -> str:
         lines.append(html.escape(state.message))
     lines += [f"note: {html.escape(n)}" for n in state.notes]
     return f'<div class="zb-status" data-status="{state.status}">' + "<br>".join(lines) + "</div>"
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def memory_vs_plan_markdown(cmp: dict | None, lang: str) -> str:
+    """The plan's estimate next to each rank's measured peak, with the error; empty before any measurement."""
+    if not cmp or not cmp.get("ranks"):
+        return ""
+    t = lambda key: i18n.label(key, lang)  # noqa: E731
+    what = "torch allocator" if cmp["what"] == "torch_peak_bytes" else "RSS"
+    nvml = any("nvml_peak_bytes" in r for r in cmp["ranks"])
+    head = [t("mem_rank"), t("mem_estimate"), f"{t('mem_measured')} ({what})", t("mem_error")]
+    if nvml:
+        head += [t("mem_nvml"), t("mem_nvml_error")]
+    lines = [f"**{t('mem_vs_plan')}**", "", "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in cmp["ranks"]:
+        row = [str(r["rank"]), _size(cmp["estimate_bytes"]), _size(r.get("measured_bytes")), _pct(r.get("error"))]
+        if nvml:
+            row += [_size(r.get("nvml_peak_bytes")), _pct(r.get("nvml_error"))]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", f"<small>{html.escape(t('mem_note'))}</small>"]
+    return "\n".join(lines)
 
 
 def final_markdown(state: runner.JobState | None, lang: str) -> str:
@@ -160,7 +204,7 @@ class Live:
         r.poll()
         last = r.logs[-1] if r.logs else {}
         peaks = {m.get("rank"): m for m in last.get("memory") or []}
-        snap.status = state.status
+        snap.status, snap.started = state.status, state.started
         snap.status_md = status_html(state, lang)
         snap.progress_html = progress_html(r, state)
         snap.log_text, snap.log_version, snap.events_version = r.log_text(), r.log_version, r.events_version
@@ -170,6 +214,7 @@ class Live:
                     if e.get("tokens_per_sec") is not None]
         snap.proc_rows = monitor.process_rows(sample, peaks)
         snap.final_md = final_markdown(state, lang)
+        snap.mem_md = memory_vs_plan_markdown(r.memory_vs_plan(state.active), lang)
         log = Path(state.run_dir) / runner.LOG_FILE
         snap.log_path = str(log) if log.is_file() else None
         return snap

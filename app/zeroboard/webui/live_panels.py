@@ -1,8 +1,11 @@
-"""Live panels under the form: status, progress, plots, logs, memory, final status.
+"""Live panels under the form: status, progress, plots, logs, memory (and the plan next to it), final status,
+and the output check of a finished run.
 
 A gr.Timer ticks every ``TICK_S``; each tick renders the shared Snapshot of
 the session's run and skips every panel whose data did not change, so idle
-ticks send almost nothing.
+ticks send almost nothing.  What a tick has sent is kept in its own gr.State
+(``LivePanels.view``), never in the session: a tick that overlaps Start or a
+pick in the run list must not write an older run choice back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import devices, monitor
-from . import i18n
+from . import i18n, output_check, output_panel
 from .live import Live, Snapshot
 
 TICK_S = 0.5
@@ -55,6 +58,9 @@ class LivePanels:
     final: gr.Markdown
     timer: gr.Timer
     texts: dict
+    mem: gr.Markdown  # the plan's estimate next to each rank's measured peak
+    check: output_panel.OutputPanel
+    view: gr.State  # what this page's ticks have sent: {"seen": ..., "listed": the run shown in the list}
 
 
 def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
@@ -87,26 +93,29 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
             first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
             history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
                                   label=t("history"), height=220, scale=3, elem_id="zb-history")
+        mem_plan = gr.Markdown(elem_id="zb-mem-vs-plan")
     final = gr.Markdown(elem_id="zb-final")
+    check = output_panel.render_output_check(lang)
     texts.update(run=(run, "label"), loss=(loss, "label"), lr=(lr, "label"), tps=(tps, "label"), logs=(log, "label"),
                  download_log=(download, "value"), processes=(procs, "label"), history=(history, "label"))
     texts["memory" if gpus else "memory_cpu"] = (mem, "label")
     if gpu_table is not None:
         texts["gpus"] = (gpu_table, "label")
+    texts.update(check.texts)
     timer = gr.Timer(TICK_S)
     return LivePanels(run, status, progress, loss, lr, tps, log, download, gpu_table, host, procs, history, final,
-                      timer, texts)
+                      timer, texts, mem_plan, check, gr.State({}))
 
 
 def outputs(p: LivePanels) -> list:
     return [c for c in (p.status, p.progress, p.loss, p.lr, p.tps, p.log, p.download, p.gpus, p.host, p.procs,
-                        p.history, p.final) if c is not None]
+                        p.history, p.final, p.mem) if c is not None] + output_panel.outputs(p.check)
 
 
 def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float) -> tuple[list, dict]:
     """Updates for ``outputs(p)``; panels whose data did not change since ``seen`` are skipped."""
     seen = seen or {}
-    fresh = seen.get("run_dir") != snap.run_dir
+    fresh = seen.get("run_dir") != snap.run_dir or seen.get("started") != snap.started
     skip = gr.skip()
 
     def changed(key, value):
@@ -133,9 +142,16 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
         snap.proc_rows if sampled else skip,
         _frame(snap.history, ["seconds", "series", "MiB"]) if sampled else skip,
         snap.final_md if changed("status", status_key) else skip,
+        snap.mem_md if changed("mem", snap.mem_md) else skip,
     ]
-    seen = {"run_dir": snap.run_dir, "events": snap.events_version, "log": snap.log_version, "status": status_key,
-            "sample": snap.sample_time, "download_at": now if download_due else seen.get("download_at", 0)}
+    check_key = [snap.run_dir, snap.status]  # not the language: a switch must not reset typed folders
+    if changed("check", check_key):
+        out += output_panel.updates(output_check.view(snap.run_dir, snap.status))
+    else:
+        out += [skip] * len(output_panel.outputs(p.check))
+    seen = {"run_dir": snap.run_dir, "started": snap.started, "events": snap.events_version, "log": snap.log_version,
+            "status": status_key, "sample": snap.sample_time,
+            "download_at": now if download_due else seen.get("download_at", 0), "mem": snap.mem_md, "check": check_key}
     return out, seen
 
 
@@ -157,26 +173,26 @@ def run_choices(live: Live) -> list[str]:
 
 
 def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo: gr.Blocks) -> None:
-    def tick(state, lang_value):
+    def tick(state, view, lang_value):
         snap = live.snapshot(state.get("run_dir"), lang_value)
-        updates, seen = render_snapshot(p, snap, state.get("seen"), time.time())
+        updates, seen = render_snapshot(p, snap, view.get("seen"), time.time())
         run_update = gr.skip()
-        if snap.run_dir and state.get("listed") != snap.run_dir:
+        if snap.run_dir and view.get("listed") != snap.run_dir:
             run_update = gr.update(choices=run_choices(live), value=snap.run_dir)
-        return [*updates, run_update, {**state, "seen": seen, "listed": snap.run_dir}]
+        return [*updates, run_update, {"seen": seen, "listed": snap.run_dir}]
 
     def on_load(state):
         job = live.manager.current()
         run_dir = job.run_dir if job is not None else None
-        return gr.update(choices=run_choices(live), value=run_dir), {**state, "run_dir": run_dir, "seen": None,
-                                                                       "listed": run_dir}
+        return gr.update(choices=run_choices(live), value=run_dir), {**state, "run_dir": run_dir}
 
     def on_pick(run_dir, state):
         if not run_dir or run_dir == state.get("run_dir"):
             return state
-        return {**state, "run_dir": run_dir, "seen": None, "listed": run_dir}
+        return {**state, "run_dir": run_dir}
 
-    p.timer.tick(tick, [session, lang], [*outputs(p), p.run, session], show_progress="hidden",
+    output_panel.wire_output_check(p.check, live.manager, session, lang)
+    p.timer.tick(tick, [session, p.view, lang], [*outputs(p), p.run, p.view], show_progress="hidden",
                  concurrency_limit=None, queue=False)
     p.run.input(on_pick, [p.run, session], [session], show_progress="hidden")
     demo.load(on_load, [session], [p.run, session], show_progress="hidden")

@@ -2,7 +2,8 @@
 
 Preview and Start both go through handlers.check (validate everything, then
 build the command); Start runs the command it built, on the port the preview
-showed when that port is still free.
+showed when that port is still free.  The memory plan sits beside the device
+controls and is redrawn whenever a field the planner reads changes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import devices, runner, spec
+from .. import devices, planner, runner, spec
 from . import form as formmod, handlers, i18n
 
 
@@ -29,6 +30,7 @@ class TrainPage:
     message: gr.Markdown
     command: gr.HTML
     ds_json: gr.Code
+    plan: gr.Markdown
 
 
 def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> TrainPage:
@@ -49,6 +51,9 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
     for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
+        if section == "devices":
+            plan = render_devices_with_plan(f, names, job, lang, gpus)
+            continue
         formmod.render_section(f, section, names, job, lang, gpus)
         if section == "output":
             args_path = gr.Textbox("runs/saved/job.yaml", label=i18n.label("args_path", lang), elem_id="zb-args-path")
@@ -59,7 +64,20 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
     return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, args_path, message,
-                     command, ds_json)
+                     command, ds_json, plan)
+
+
+def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpec, lang: str,
+                             gpus: list[devices.Gpu]) -> gr.Markdown:
+    """The device and DeepSpeed controls, with the memory plan of the job as it stands beside them."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            formmod.render_section(f, "devices", names, job, lang, gpus)
+        with gr.Column(scale=2, min_width=320):
+            with gr.Accordion(i18n.label("plan", lang), open=True) as acc:
+                plan = gr.Markdown(planner.panel(job, gpus), max_height=460, elem_id="zb-plan")
+    f.texts["plan"] = (acc, "label")
+    return plan
 
 
 def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.Gpu], session: gr.State,
@@ -83,7 +101,7 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
         checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"))
         if job is not None:
-            state = {**state, "run_dir": job.run_dir, "port": None, "seen": None}
+            state = {**state, "run_dir": job.run_dir, "port": None}
         return [*shown(checked, lang_value, message), state]
 
     def on_abort(state):
@@ -101,6 +119,9 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
     def on_devices(*args):
         return handlers.device_count(f.values(args), gpus)
 
+    def on_plan(*args):
+        return handlers.plan_markdown(f.values(args), gpus)
+
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
@@ -112,3 +133,5 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
     for name in ("gpu_ids", "num_processes", "device_type"):
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
+    plan_triggers = [f.fields[name].change for name in handlers.PLAN_FIELDS if name in f.fields]
+    gr.on(plan_triggers, on_plan, f.inputs, [page.plan], trigger_mode="always_last", queue=False, **io)
