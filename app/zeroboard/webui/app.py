@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import gradio as gr
 
 from .. import checks, devices, runner, spec
 from ..cli import load_job
+from ..spec import DEMO_MODEL
 from . import form as formmod, i18n, live_panels, train_page
 from .live import Live
 
@@ -87,6 +89,20 @@ def wire_fresh_output(form: formmod.Form, demo: gr.Blocks) -> None:
     demo.load(on_load, [form.fields["output_dir"]], [form.fields["output_dir"]], show_progress="hidden")
 
 
+def ensure_demo_model() -> None:
+    """First start on a fresh machine: build the offline demo model, in a child process (it needs torch).
+
+    The default job trains it, and the memory plan reads its config.json on the first paint.
+    """
+    if (Path(DEMO_MODEL) / "config.json").is_file():
+        return
+    print("Building the offline demo model (first start only, about 15 s)...", flush=True)
+    done = subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], capture_output=True, text=True)
+    if done.returncode:
+        print(f"Could not build the demo model; the trainer will try again at Start:\n{done.stderr[-1500:]}",
+              file=sys.stderr)
+
+
 def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
     """Serve the dashboard; beyond localhost only with a password (ZEROBOARD_PASSWORD)."""
     password = os.environ.get(PASSWORD_ENV, "")
@@ -96,6 +112,7 @@ def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
               f"(user name: {USER_ENV} or 'zeroboard'), or keep the default --host 127.0.0.1.", file=sys.stderr)
         return 2
     auth = (os.environ.get(USER_ENV, "zeroboard"), password) if password else None
+    ensure_demo_model()
     demo = build_app()
     try:
         # no demo.queue(): it would build the server app once more (~0.2 s of a 3 s start budget)
