@@ -73,12 +73,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--configs", default="", help="comma list like lora-none,lora-2,full-none (default: all)")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         # a first short run builds the demo model and compiles DeepSpeed's ops: not measured
         run_zeroboard(Path(tmp) / "warm", "lora", "2", 5)
-        for ft, stage in CONFIGS:
+        wanted = [tuple(c.split("-")) for c in a.configs.split(",") if c]
+        for ft, stage in wanted or CONFIGS:
             zb, bare = [], []
             for i in range(a.repeats):
                 zb.append(run_zeroboard(Path(tmp) / f"zb-{ft}-{stage}-{i}", ft, stage, a.steps))

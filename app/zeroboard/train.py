@@ -139,8 +139,9 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}
             now = time.time()
-            tokens = sum(gather(counter.tokens))
-            memory = gather(memory_now(torch))
+            ranks = gather({"tokens": counter.tokens, "memory": memory_now(torch)})  # one collective per log
+            tokens = sum(r["tokens"] for r in ranks)
+            memory = [r["memory"] for r in ranks]
             if RANK != 0 or "loss" not in logs:
                 return
             dt = max(now - self.t_last, 1e-9)
