@@ -121,6 +121,17 @@ def test_failure_names_torchruns_root_cause_rank_not_the_victim(tmp_path):
     assert any("Root Cause" in ln for ln in st.error_lines)
 
 
+def test_a_killed_rank_wins_over_a_rank_torchrun_saw_fail_in_the_same_poll(tmp_path):
+    summary = TORCHRUN_SUMMARY.replace("rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 12)  (SIGKILL)",
+                                       "rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 11)")
+    summary = summary.replace("rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 11)  (SIGTERM)",
+                              "rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 12)  (SIGKILL)", 1)
+    st = _state_with_log(tmp_path, summary)
+    reset = {"event": "error", "rank": 0, "message": "RuntimeError: Connection reset by peer", "traceback": "tb"}
+    runner.conclude(st, 1, [reset])
+    assert st.failed_rank == 1 and "SIGKILL" in st.message
+
+
 def test_failure_uses_the_error_event_of_the_failing_rank(tmp_path):
     st = _state_with_log(tmp_path, "some output\n")
     ev = {"event": "error", "rank": 1, "message": "ValueError: cutoff_len too small",

@@ -235,6 +235,7 @@ def _wait_gone(state: JobState, timeout: float, reap) -> list[psutil.Process]:
 # --- what went wrong ----------------------------------------------------------------
 
 ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
+FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 def tail_lines(path: Path, n: int, start: int = 0) -> list[str]:
@@ -251,10 +252,18 @@ def tail_lines(path: Path, n: int, start: int = 0) -> list[str]:
 def failure_details(state: JobState, evs: list[dict]) -> None:
     """Which rank failed first and why: torchrun's root-cause summary, the ranks' error events, the log."""
     log_tail = tail_lines(state.path / LOG_FILE, 300, state.log_offset)
-    root = ROOT_CAUSE.search("\n".join(log_tail))
+    text = "\n".join(log_tail)
+    root = ROOT_CAUSE.search(text)
     errors = [e for e in evs if e.get("event") == "error"]
     errors = [e for e in errors if "interrupted" not in str(e.get("message", ""))] or errors
     rank = int(root.group(1)) if root else (errors[0].get("rank") if errors else None)
+    # torchrun orders failures it sees in one poll by rank: a rank killed by a signal (not torchrun's own
+    # SIGTERM) is the cause, and ranks that then lost their connection to it are not
+    summary = text[text.find("ChildFailedError"):] if "ChildFailedError" in text else ""
+    codes = {int(r): int(c) for r, c in FAILURE.findall(summary)}  # the root cause's entry is among them
+    killed = [r for r, c in codes.items() if c < 0 and c != -signal.SIGTERM]
+    if killed and rank not in killed:
+        rank = killed[0]
     event = next((e for e in errors if e.get("rank") == rank), None)
     state.failed_rank = rank
     if event is not None:
@@ -262,8 +271,8 @@ def failure_details(state: JobState, evs: list[dict]) -> None:
         tb = [ln for ln in str(event.get("traceback", "")).splitlines() if ln.strip()]
         state.error_lines = tb[-ERROR_LINES:] or log_tail[-ERROR_LINES:]
         return
-    if root:  # died without a word (e.g. killed): its own last lines and torchrun's summary
-        state.error = f"rank {rank} {_exit_text(int(root.group(2)))}"
+    if rank in codes:  # died without a word (e.g. killed): its own last lines and torchrun's summary
+        state.error = f"rank {rank} {_exit_text(codes[rank])}"
         own = [ln for ln in log_tail if ln.startswith(f"[rank{rank}]:")]
         state.error_lines = (own[-5:] + log_tail[-15:]) if own else log_tail[-ERROR_LINES:]
         return
