@@ -5,20 +5,18 @@ Gradio pages keep connections open: these tests wait for elements, never for "ne
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from zeroboard import command, runner
+from zeroboard import command, runner, screenshots
+from zeroboard.screenshots import stop_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -30,28 +28,7 @@ UI_S = 20_000  # ms, for page elements
 
 
 def start_server(port: int, index: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index), "ZEROBOARD_LANG": "en"}
-    proc = subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "webui", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        with contextlib.suppress(OSError):
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
-            return proc
-        if proc.poll() is not None:
-            raise RuntimeError(f"web UI exited: {log.read_text()[-2000:]}")
-        time.sleep(0.2)
-    raise RuntimeError("web UI did not come up in 120 s")
-
-
-def stop_server(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return screenshots.start_server(port, index, log, REPO)  # the same `zeroboard webui` start the screenshots use
 
 
 @pytest.fixture(scope="module")

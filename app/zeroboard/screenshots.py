@@ -93,9 +93,9 @@ def start_server(port: int, index: Path, log: Path, cwd: Path) -> subprocess.Pop
     raise RuntimeError("the web UI did not come up in 180 s")
 
 
-def stop_server(proc: subprocess.Popen) -> None:
+def stop_server(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
     try:
         proc.wait(30)
     except subprocess.TimeoutExpired:
