@@ -10,7 +10,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make g+
 WORKDIR /opt/zeroboard
 COPY . .
 # Same install as the README's `make run`, with the image's own PyTorch instead of a pinned wheel.
-RUN make install PY=python3 VENV=/opt/venv VENV_FLAGS=--system-site-packages TORCH=torch
+RUN make install PY=python3 VENV=/opt/venv VENV_FLAGS=--system-site-packages TORCH=torch EXTRAS=[gpu]
 ENV PATH=/opt/venv/bin:$PATH
 
 # Pre-build DeepSpeed's CPU Adam (offload) and fused Adam. Arch names with a suffix ("9.0a")

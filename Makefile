@@ -9,6 +9,8 @@ VENV_FLAGS ?=
 TORCH    ?= torch==2.13.0
 BIN      := $(VENV)/bin
 PYTEST_ARGS ?=
+# EXTRAS=[gpu] adds Liger's fused kernels on NVIDIA machines
+EXTRAS   ?=
 
 .PHONY: install install-test run test lint chromium
 
@@ -18,7 +20,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
 install-test: install chromium
 	$(BIN)/pip install --quiet -e ".[test]"

@@ -155,3 +155,34 @@ def test_custom_deepspeed_json(job, tmp_path):
 def test_every_problem_at_once(job):
     job.per_device_train_batch_size, job.offload, job.model_name_or_path = 0, True, "./nope"
     assert {"per_device_train_batch_size", "offload", "model_name_or_path"} <= set(errors(job))
+
+
+def test_speedups_that_cannot_run_here_name_their_field(job):
+    job.device_type = "cpu"
+    job.liger_kernel = "on"
+    job.attn_implementation = "flash_attention_2"
+    job.pure_bf16 = True  # precision auto means fp32 on CPU
+    errs = errors(job)
+    assert "NVIDIA GPU" in errs["liger_kernel"] and "auto or off" in errs["liger_kernel"]
+    assert "NVIDIA GPU" in errs["attn_implementation"]
+    assert "bf16" in errs["pure_bf16"] and "Compute type" in errs["pure_bf16"]
+    job.liger_kernel, job.attn_implementation, job.precision = "auto", "sdpa", "bf16"
+    assert errors(job) == {}  # auto and sdpa fit anywhere; pure bf16 runs on CPU with bf16 chosen
+
+
+def test_pure_bf16_refuses_deepspeed(job):
+    job.device_type, job.precision, job.pure_bf16, job.deepspeed_stage = "cpu", "bf16", True, "2"
+    assert "DeepSpeed keeps its own fp32 master weights" in errors(job)["pure_bf16"]
+
+
+def test_liger_on_a_gpu_needs_the_package(job, monkeypatch):
+    job.liger_kernel = "on"
+    monkeypatch.setattr(checks, "installed", lambda module: False)
+    assert "pip install liger-kernel" in errors(job, [H100])["liger_kernel"]
+    monkeypatch.setattr(checks, "installed", lambda module: True)
+    assert "liger_kernel" not in errors(job, [H100])
+
+
+def test_liger_switch_in_extra_args_points_to_its_field(job):
+    job.extra_args = {"use_liger_kernel": True}
+    assert errors(job)["extra_args"] == "use_liger_kernel is set by the job field liger_kernel; set it there"

@@ -310,3 +310,19 @@ def test_planner_and_inspect_stay_light():
             "print([m for m in ('torch', 'transformers', 'peft', 'deepspeed') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_pure_bf16_and_the_fused_loss_shrink_the_plan(monkeypatch):
+    shape = planner.shape_from_config(LLAMA_1B)
+    base = planner.estimate(job(finetuning_type="full"), h200(), model=shape)
+    pure = planner.estimate(job(finetuning_type="full", pure_bf16=True), h200(), model=shape)
+    # no fp32 master weights, bf16 AdamW states and gradients: 8 bytes per parameter instead of 16
+    assert pure.breakdown["weights"] + pure.breakdown["optimizer states"] == 6 * pure.params
+    assert base.breakdown["weights"] + base.breakdown["optimizer states"] == 12 * base.params
+    assert "pure bf16" in planner.formula_text(pure)
+    monkeypatch.setattr("zeroboard.checks.installed", lambda module: True)
+    fused = planner.estimate(job(finetuning_type="full", liger_kernel="auto"), h200(), model=shape)
+    assert fused.setup.fused_loss and not base.setup.fused_loss
+    assert fused.activation_detail["loss_temporaries"] < base.activation_detail["loss_temporaries"] / 5
+    z3 = planner.estimate(job(finetuning_type="full", liger_kernel="on", deepspeed_stage="3"), h200(), model=shape)
+    assert not z3.setup.fused_loss  # ZeRO-3 keeps Liger's loss off (the head is sharded)

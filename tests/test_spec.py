@@ -13,7 +13,7 @@ from zeroboard import spec
 def test_every_field_has_help_and_section():
     for f in dataclasses.fields(spec.JobSpec):
         assert f.metadata["help"], f.name
-        assert f.metadata["section"] in {"model", "data", "train", "lora", "output", "devices"}, f.name
+        assert f.metadata["section"] in {"model", "data", "train", "speed", "lora", "output", "devices"}, f.name
 
 
 def test_yaml_round_trip_keeps_every_value():

@@ -119,3 +119,20 @@ def test_bad_job_starts_nothing(tmp_path):
     assert p.returncode == 2
     assert "offload" in p.stderr and "per_device_train_batch_size" in p.stderr
     assert not out.exists()
+
+
+def test_packing_and_pure_bf16_train_and_reload(tmp_path):
+    """Speed-ups on the demo: packed rows and pure bf16 weights still learn and save a loadable adapter."""
+    out = tmp_path / "packed"
+    p = train(out, "packing=true", "pure_bf16=true", "precision=bf16", "attn_implementation=sdpa", "max_steps=12",
+              "logging_steps=3")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    log = (out / "train.log").read_text()
+    assert "packed into" in log and "pure bf16" in log
+    start = events.read_events(out / events.EVENTS_FILE)[0]
+    assert start["speedups"]["attn_implementation"] == "sdpa" and start["speedups"]["liger"] is False  # no GPU here
+    curve = losses(out)
+    assert curve[-1] < curve[0], curve
+    model, tok = reload.load(out)
+    (text,) = reload.answer(model, tok, ["Who are you?"], max_new_tokens=12)
+    assert isinstance(text, str) and text

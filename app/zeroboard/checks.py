@@ -30,7 +30,7 @@ OWNED_ARGS = {
     "gradient_accumulation_steps": "gradient_accumulation_steps", "max_grad_norm": "max_grad_norm",
     "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
     "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
-    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type",
+    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
 }
 
 
@@ -288,6 +288,34 @@ def _check_deepspeed(spec: JobSpec, r: Report) -> None:
                                        "set the stage to none to use your file as it is, or clear the file")
 
 
+def installed(module: str) -> bool:
+    """Whether a package can be imported here, without importing it (the web server stays light)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _check_speed(spec: JobSpec, gpus: list[devices.Gpu], r: Report) -> None:
+    use_gpu = spec.device_type == "cuda" or (spec.device_type == "auto" and bool(gpus))
+    if spec.liger_kernel == "on":
+        if not use_gpu:
+            r.errors["liger_kernel"] = "Liger's Triton kernels need an NVIDIA GPU; choose auto or off for CPU runs"
+        elif not installed("liger_kernel"):
+            r.errors["liger_kernel"] = "liger-kernel is not installed; pip install liger-kernel (or zeroboard[gpu]), or choose auto"
+    if spec.attn_implementation == "flash_attention_2":
+        if not use_gpu:
+            r.errors["attn_implementation"] = "flash_attention_2 needs an NVIDIA GPU; choose auto or sdpa"
+        elif not installed("flash_attn"):
+            r.errors["attn_implementation"] = "the flash-attn package is not installed; pip install flash-attn, or choose auto"
+    if spec.pure_bf16:
+        if spec.deepspeed_stage != "none" or spec.deepspeed:
+            r.errors["pure_bf16"] = ("DeepSpeed keeps its own fp32 master weights; untick pure_bf16 "
+                                     "or set DeepSpeed stage to none and clear the DeepSpeed file")
+        elif spec.precision in ("fp16", "fp32") or (spec.precision == "auto" and not use_gpu):
+            r.errors["pure_bf16"] = "needs bf16 compute; set Compute type to bf16 (auto means fp32 on CPU)"
+
+
 def _check_extra(spec: JobSpec, r: Report) -> None:
     known = training_argument_names()
     for key in spec.extra_args:
@@ -305,9 +333,11 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None) -> Report:
     _check_numbers(spec, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
-    _check_devices(spec, devices.detect_gpus() if gpus is None else gpus, r)
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    _check_devices(spec, gpus, r)
     _check_nodes(spec, r)
     _check_deepspeed(spec, r)
+    _check_speed(spec, gpus, r)
     _check_extra(spec, r)
     return r
 

@@ -258,6 +258,8 @@ class Setup:
     lora_target: tuple[str, ...] = ("all",)
     max_live_params: int = 1_000_000_000
     weights_16bit_without_ds: bool = False  # a script that loads the model in 16 bit (the reference table)
+    pure_bf16: bool = False  # the job's pure_bf16: 16-bit weights, adapters and AdamW states, no master copy
+    fused_loss: bool = False  # Liger's fused linear cross-entropy: the logits are never materialized
 
     @property
     def deepspeed(self) -> bool:
@@ -322,6 +324,8 @@ def act_mode(s: Setup) -> ActMode:
     if not s.half:
         return ActMode("fp32", lora)
     if not s.deepspeed:
+        if s.pure_bf16:
+            return ActMode("pure16", lora)
         # ZeroBoard: fp32 weights + autocast. A 16-bit model + autocast behaves like pure16 for full
         # fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
         return ActMode("pure16" if s.weights_16bit_without_ds and not lora else "autocast", lora)
@@ -399,8 +403,12 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
         # autocast keeps a 16-bit copy of each weight it used, for the backward pass
         layer_w = shape.linear_weight_params - shape.vocab * shape.hidden
         copies = 2 * (shape.vocab * shape.hidden + (layer_w // shape.layers if s.checkpointing else layer_w))
-    return {"layers": layers, "other": t * other_act_bytes(shape, m), "autocast_weight_copies": copies,
-            "loss_temporaries": t * shape.vocab * LOSS_TEMP_BYTES}
+    other = t * other_act_bytes(shape, m)
+    loss = t * shape.vocab * LOSS_TEMP_BYTES
+    if s.fused_loss:  # chunks of logits only: an fp32 input gradient and an fp32 head-weight gradient
+        other -= t * 4 * shape.vocab
+        loss = t * 4 * shape.hidden + 4 * shape.vocab * shape.hidden
+    return {"layers": layers, "other": other, "autocast_weight_copies": copies, "loss_temporaries": loss}
 
 
 # --- model states ---------------------------------------------------------------------------
@@ -417,8 +425,8 @@ def _states(shape: ModelShape, s: Setup, trainable: int, psi: int) -> dict:
     ws = WORKSPACE if s.device == "cuda" else 0
     out = {"weights": 0, "optimizer": 0, "grads": 0, "grads_at_step": 0, "buffers": ws, "live_params": 0, "host": 0}
     if not s.deepspeed:
-        wbytes = 2 if (s.weights_16bit_without_ds and s.half) else 4
-        abytes = 4 if lora else wbytes  # peft keeps adapters in fp32; AdamW states follow the param dtype
+        wbytes = 2 if ((s.weights_16bit_without_ds or s.pure_bf16) and s.half) else 4
+        abytes = (2 if s.pure_bf16 else 4) if lora else wbytes  # peft makes fp32 adapters unless pure bf16; AdamW follows
         out["weights"] = wbytes * frozen + abytes * trainable if lora else wbytes * psi
         out["optimizer"] = 2 * abytes * trainable
         out["grads_at_step"] = abytes * trainable
@@ -512,7 +520,7 @@ def _plan_one(shape: ModelShape, s: Setup) -> Plan:
                      "optimizer states": st["optimizer"],
                      "activations": 0, "buffers": st["buffers"]}
     # loading maps the checkpoint files; a dtype change (fp32 without DeepSpeed) makes a converted copy
-    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds else 4
+    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds or s.pure_bf16 else 4
     ckpt = shape.checkpoint_bytes
     loading = ckpt + (shape.params * load_bytes if abs(ckpt / shape.params - load_bytes) > 0.5 else 0)
     if s.device == "cuda":
@@ -522,6 +530,22 @@ def _plan_one(shape: ModelShape, s: Setup) -> Plan:
     plan = Plan(s, shape, psi, trainable, breakdown, max(forward, step), phase, host, None, formula_of(s),
                 {**act, "per_token_per_layer": layer_act_bytes(shape, act_mode(s), list(s.lora_target), s.lora_rank)})
     return plan
+
+
+# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself
+LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
+                     "granite", "olmo2", "glm4", "smollm3"}
+
+
+def liger_fused_loss(spec: JobSpec, s: Setup, model_type: str) -> bool:
+    """Whether the trainer will use Liger's fused linear cross-entropy (see train.Speedups)."""
+    from .checks import installed
+
+    if spec.liger_kernel == "off" or s.device != "cuda" or model_type not in LIGER_MODEL_TYPES:
+        return False
+    if s.stage == "3" or (s.finetuning == "lora" and "lm_head" in s.lora_target):
+        return False
+    return spec.liger_kernel == "on" or installed("liger_kernel")
 
 
 def formula_of(s: Setup) -> str:
@@ -550,7 +574,9 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     """
     gpus = devices.detect_gpus() if gpus is None else gpus
     shape = model or read_model(spec.model_name_or_path)
-    s = replace(setup_of(spec, gpus), weights_16bit_without_ds=weights_16bit_without_ds)
+    s = setup_of(spec, gpus)
+    s = replace(s, weights_16bit_without_ds=weights_16bit_without_ds, pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed,
+                fused_loss=liger_fused_loss(spec, s, shape.model_type))
     ids = spec.gpu_ids or [g.index for g in gpus]
     plan = _plan_one(shape, s)
     plan.capacity_bytes = _capacity(s, gpus, ids, host_available)
@@ -605,9 +631,12 @@ def notes_for(plan: Plan) -> list[str]:
     if s.finetuning == "lora" and s.stage == "3" and s.half:
         notes.append("under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 "
                      "(and ZeRO-3 saves the frozen layers' inputs): activations are about twice ZeRO-2's")
-    if s.device == "cuda" and not s.deepspeed and s.half:
+    if s.device == "cuda" and not s.deepspeed and s.half and not s.pure_bf16:
         notes.append("without DeepSpeed ZeroBoard keeps fp32 weights and trains under autocast: 16-bit copies of "
-                     "the weights are kept for the backward pass (counted in activations)")
+                     "the weights are kept for the backward pass (counted in activations); pure bf16 drops "
+                     "the fp32 copy and AdamW's fp32 states at some cost in precision")
+    if s.fused_loss:
+        notes.append("Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor")
     if s.device == "cpu":
         notes.append("CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime")
     return notes
@@ -635,7 +664,11 @@ def _formula_text(plan: Plan) -> str:
     lora = s.finetuning == "lora"
     who = f"Ψ = {_count(psi)} parameters" + (f", of which the LoRA adapter Ψt = {_count(t)} is trained" if lora else "")
     if not s.deepspeed or s.stage == "0":
-        if s.half and not s.deepspeed:
+        if s.pure_bf16:
+            body = ("every GPU holds all model states, all in bf16 (pure bf16): 2Ψ weights + 2Ψ gradients + 4Ψ Adam "
+                    "moments = 8Ψ instead of the guide's 16Ψ, because there is no fp32 master copy; updates smaller "
+                    "than bf16 can represent are lost")
+        elif s.half and not s.deepspeed:
             body = ("every GPU holds all model states. The guide counts 2Ψ fp16 weights + 2Ψ gradients + 12Ψ fp32 "
                     "master weights and Adam moments; ZeroBoard keeps fp32 weights instead and trains under autocast: "
                     "4Ψ weights + 8Ψ Adam moments, plus 4Ψ fp32 gradients from the backward pass to the optimizer "
@@ -669,6 +702,8 @@ def render_markdown(plan: Plan) -> str:
     devs = dev + ("es" if s.device == "cpu" else "s") if s.world > 1 else dev
     mode = {"fp32": "fp32", "pure16": f"{s.precision} (model cast to {s.precision}, fp32 master weights in the "
             "optimizer)", "autocast": f"fp32 weights + {s.precision} autocast"}[act_mode(s).kind]
+    if s.pure_bf16:
+        mode = "pure bf16 (weights, gradients and AdamW states in bf16; no fp32 master copy)"
     lines = [f"### Memory plan: {s.label()} on {s.world} {devs}",
              f"{plan.model.model_type}, {_count(plan.params)} parameters, {s.finetuning} fine-tuning"
              + (f" (LoRA r{s.lora_rank}: {_count(plan.trainable)} trainable)" if s.finetuning == "lora" else "")

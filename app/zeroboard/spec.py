@@ -26,6 +26,8 @@ Precision = Literal["auto", "bf16", "fp16", "fp32"]
 Launcher = Literal["torchrun", "deepspeed"]
 DeviceType = Literal["auto", "cuda", "cpu"]
 Template = Literal["auto", "chat", "plain"]
+OnOff = Literal["auto", "on", "off"]
+Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
 
 DEMO_MODEL = "cache/demo/model"
@@ -66,6 +68,15 @@ class JobSpec:
     logging_steps: int = _f(5, "Log loss, learning rate and speed every N steps.", "train")
     save_steps: int = _f(0, "Save a checkpoint every N steps (0 = only the final result).", "train")
     seed: int = _f(42, "Random seed.", "train")
+    # --- speed-ups -------------------------------------------------------------
+    liger_kernel: OnOff = _f("auto", "Liger's fused Triton kernels (RMSNorm, SwiGLU, RoPE, linear + cross-entropy) for supported "
+                             "models: faster steps, less memory. auto: on for NVIDIA GPUs when liger-kernel is installed.", "speed")
+    attn_implementation: Attention = _f("auto", "Attention kernel. auto: the model's default (PyTorch SDPA); flash_attention_2 "
+                                        "needs the flash-attn package.", "speed")
+    packing: bool = _f(False, "Pack several samples into each cutoff_len row: no padding, fewer steps. Positions restart per "
+                       "sample and attention and loss never cross samples.", "speed")
+    pure_bf16: bool = _f(False, "Keep weights and AdamW states in bf16, without the fp32 master copy: less memory and faster "
+                         "steps, but updates smaller than bf16's precision are lost. Only without DeepSpeed.", "speed")
     # --- LoRA ------------------------------------------------------------------
     lora_rank: int = _f(8, "Rank of the LoRA matrices.", "lora")
     lora_alpha: int = _f(16, "LoRA scaling numerator (scale = alpha / rank).", "lora")

@@ -89,7 +89,14 @@ def memory_now(torch) -> dict:
 
 
 class TokenCounter:
-    """Collator that pads a batch and counts the real (non-pad) tokens it produced."""
+    """Collator that pads a batch and counts the real (non-pad) tokens it produced.
+
+    Packed rows (with ``position_ids``) get no attention mask: transformers then
+    reads sample boundaries from the restarting positions and builds a
+    block-causal mask, so no token attends across samples (only when no KV cache
+    is made: hence ``use_cache=False``). Their padding tail is a position run of
+    its own with ignored labels.
+    """
 
     def __init__(self, pad_id: int):
         self.pad_id = pad_id
@@ -99,17 +106,24 @@ class TokenCounter:
         import torch
 
         width = max(len(f["input_ids"]) for f in features)
-        ids, labels, mask = [], [], []
+        packed = "position_ids" in features[0]
+        batch: dict[str, list] = {"input_ids": [], "labels": [], "position_ids" if packed else "attention_mask": []}
         for f in features:
             n = len(f["input_ids"])
-            ids.append(f["input_ids"] + [self.pad_id] * (width - n))
-            labels.append(f["labels"] + [templates.IGNORE] * (width - n))
-            mask.append([1] * n + [0] * (width - n))
+            batch["input_ids"].append(f["input_ids"] + [self.pad_id] * (width - n))
+            batch["labels"].append(f["labels"] + [templates.IGNORE] * (width - n))
+            if packed:
+                batch["position_ids"].append(f["position_ids"] + list(range(width - n)))
+            else:
+                batch["attention_mask"].append([1] * n + [0] * (width - n))
             self.tokens += n
-        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask)}
+        out = {k: torch.tensor(v) for k, v in batch.items()}
+        if packed:
+            out["use_cache"] = False  # with a KV cache object transformers skips the packed-sequence mask
+        return out
 
 
-def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float):
+def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float, speedups: dict):
     import torch
     import torch.distributed as dist
     from transformers import TrainerCallback
@@ -133,7 +147,7 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
             ranks = gather(me)
             if RANK == 0:
                 events.emit("start", world_size=WORLD_SIZE, devices=ranks, total_steps=state.max_steps,
-                            since_launch=round(self.t0 - launched_at, 3))
+                            since_launch=round(self.t0 - launched_at, 3), speedups=speedups)
                 log.info("training starts: %d steps on %d process(es)", state.max_steps, WORLD_SIZE)
 
         def on_log(self, args, state, control, logs=None, **kw):
@@ -171,7 +185,7 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
     return EventCallback()
 
 
-def training_arguments(job: specmod.JobSpec, ds_config: dict | None):
+def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups):
     from transformers import TrainingArguments
 
     cpu = job.device_type == "cpu"
@@ -202,6 +216,8 @@ def training_arguments(job: specmod.JobSpec, ds_config: dict | None):
     )
     if cpu:
         kwargs["ddp_backend"] = "gloo"
+    if speed.liger:
+        kwargs.update(use_liger_kernel=True, liger_kernel_config=speed.liger_config)
     kwargs.update(job.extra_args)
     return TrainingArguments(**kwargs)
 
@@ -213,13 +229,86 @@ def build_dataset(job: specmod.JobSpec, tokenizer) -> list[dict]:
     rows = [r for r in rows if any(label != templates.IGNORE for label in r["labels"])]
     if not rows:
         raise ValueError(f"cutoff_len: {job.cutoff_len} tokens cut off every answer; raise cutoff_len")
-    return rows
+    return pack(rows, job.cutoff_len) if job.packing else rows
 
 
-def load_model(job: specmod.JobSpec, torch_dtype):
+def pack(rows: list[dict], width: int) -> list[dict]:
+    """First-fit-decreasing packing of samples into rows of at most ``width`` tokens.
+
+    Each sample keeps its own positions (0, 1, ...), which is how the model tells
+    samples apart. The first label of every sample is ignored: the loss would
+    otherwise predict it from the previous sample's last token.
+    """
+    bins: list[list[dict]] = []
+    room: list[int] = []
+    for r in sorted(rows, key=lambda r: len(r["input_ids"]), reverse=True):
+        n = len(r["input_ids"])
+        i = next((i for i, free in enumerate(room) if free >= n), None)
+        if i is None:
+            bins.append([])
+            room.append(width)
+            i = len(bins) - 1
+        bins[i].append(r)
+        room[i] -= n
+    packed = []
+    for members in bins:
+        row: dict[str, list[int]] = {"input_ids": [], "labels": [], "position_ids": []}
+        for r in members:
+            row["input_ids"] += r["input_ids"]
+            row["labels"] += [templates.IGNORE] + r["labels"][1:]
+            row["position_ids"] += list(range(len(r["input_ids"])))
+        packed.append(row)
+    return packed
+
+
+class Speedups:
+    """The speed-up options resolved for this machine and model, with a line saying what was chosen."""
+
+    def __init__(self, job: specmod.JobSpec, ds_config: dict | None):
+        import torch
+        from transformers import AutoConfig
+
+        stage3 = ds_config is not None and (ds_config.get("zero_optimization") or {}).get("stage") == 3
+        model_type = AutoConfig.from_pretrained(job.model_name_or_path).model_type
+        self.notes: list[str] = []
+        self.liger, self.liger_config = False, {}
+        if job.liger_kernel != "off":
+            why_not = None
+            if not torch.cuda.is_available():
+                why_not = "no CUDA device"
+            elif not checks.installed("liger_kernel"):
+                why_not = "liger-kernel is not installed"
+            else:
+                from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+                if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
+                    why_not = f"no Liger kernels for model type {model_type!r}"
+            if why_not and job.liger_kernel == "on":
+                raise ValueError(f"liger_kernel: is on but {why_not}; choose auto or off")
+            if why_not:
+                self.notes.append(f"Liger kernels off ({why_not})")
+            else:
+                self.liger = True
+                # ZeRO-3 shards lm_head and the fused loss reads its weight directly; a LoRA on lm_head would be skipped
+                if stage3 or (job.finetuning_type == "lora" and "lm_head" in job.lora_target):
+                    self.liger_config = {"fused_linear_cross_entropy": False}
+                fused = "" if self.liger_config else " + fused linear cross-entropy"
+                self.notes.append(f"Liger kernels on (RMSNorm, SwiGLU, RoPE{fused})")
+        self.attn = None if job.attn_implementation == "auto" else job.attn_implementation
+        self.notes.append(f"attention: {self.attn or 'model default'}")
+        self.notes.append("weights: bf16 (pure bf16, no fp32 master copy)" if job.pure_bf16 else
+                          "weights: fp32 master + autocast" if ds_config is None and job.precision in ("bf16", "fp16") else
+                          f"weights: {job.precision}" if ds_config is None else "weights: 16-bit, DeepSpeed keeps fp32 master")
+
+    def to_dict(self) -> dict:
+        return {"liger": self.liger, "liger_config": self.liger_config, "attn_implementation": self.attn, "notes": self.notes}
+
+
+def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype)
+    extra = {"attn_implementation": speed.attn} if speed.attn else {}
+    model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
     if job.finetuning_type == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -228,7 +317,8 @@ def load_model(job: specmod.JobSpec, torch_dtype):
                          lora_dropout=job.lora_dropout, target_modules=target)
         if job.gradient_checkpointing:
             model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
-        model = get_peft_model(model, cfg)
+        # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
+        model = get_peft_model(model, cfg, autocast_adapter_dtype=not job.pure_bf16)
     return model
 
 
@@ -307,7 +397,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
     # on zero.Init, so each rank only ever holds its shard of the weights.
-    args = training_arguments(job, ds_config)
+    speed = Speedups(job, ds_config)
+    args = training_arguments(job, ds_config, speed)
     if ds_config is not None:
         import deepspeed
 
@@ -321,12 +412,19 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     rows = build_dataset(job, tokenizer)
-    log.info("dataset: %d samples, %d tokens", len(rows), sum(len(r["input_ids"]) for r in rows))
+    tokens = sum(len(r["input_ids"]) for r in rows)
+    if job.packing:
+        log.info("dataset: %d tokens packed into %d rows of up to %d (%.0f%% filled)", tokens, len(rows), job.cutoff_len,
+                 100 * tokens / (len(rows) * job.cutoff_len))
+    else:
+        log.info("dataset: %d samples, %d tokens", len(rows), tokens)
 
     # --- model -----------------------------------------------------------------------
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
-    # Mixed precision without DeepSpeed keeps fp32 master weights (autocast); DeepSpeed casts itself.
-    model = load_model(job, dtype if ds_config is not None else torch.float32)
+    # Mixed precision without DeepSpeed keeps fp32 master weights (autocast) unless pure_bf16; DeepSpeed casts itself.
+    model = load_model(job, dtype if ds_config is not None or job.pure_bf16 else torch.float32, speed)
+    if RANK == 0:
+        log.info("speed-ups: %s", "; ".join(speed.notes))
     if RANK == 0 and job.finetuning_type == "lora":
         trainable, total = model.get_nb_trainable_parameters()
         log.info("LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total)
@@ -334,7 +432,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     # --- train -----------------------------------------------------------------------
     counter = TokenCounter(tokenizer.pad_token_id)
     trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=counter,
-                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at)])
+                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at, speed.to_dict())])
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log

@@ -36,6 +36,13 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "logging_steps": ("Logging steps", "日志间隔", "每 N 步记录一次 loss、学习率和速度。"),
     "save_steps": ("Save steps", "保存间隔", "每 N 步保存一次检查点(0 = 只保存最终结果)。"),
     "seed": ("Seed", "随机种子", "随机种子。"),
+    "liger_kernel": ("Liger kernels", "Liger 融合算子", "Liger 的 Triton 融合算子(RMSNorm、SwiGLU、RoPE、线性层+交叉熵):"
+                     "更快、更省显存。auto:NVIDIA GPU 上装了 liger-kernel 就启用。"),
+    "attn_implementation": ("Attention kernel", "注意力实现", "auto:模型默认(PyTorch SDPA);flash_attention_2 需要安装 flash-attn。"),
+    "packing": ("Sequence packing", "序列打包", "把多条样本拼进一行 cutoff_len:没有填充,步数更少。每条样本的位置重新计数,"
+                "注意力和 loss 不跨样本。"),
+    "pure_bf16": ("Pure bf16", "纯 bf16 训练", "权重和 AdamW 状态都用 bf16,不保留 fp32 主权重:更省显存、更快,"
+                  "但小于 bf16 精度的更新会丢失。仅在不用 DeepSpeed 时可用。"),
     "lora_rank": ("LoRA rank", "LoRA 秩", "LoRA 矩阵的秩。"),
     "lora_alpha": ("LoRA alpha", "LoRA 缩放系数", "LoRA 缩放分子(scale = alpha / rank)。"),
     "lora_dropout": ("LoRA dropout", "LoRA 随机丢弃", "LoRA 输入上的 dropout。"),
@@ -63,6 +70,7 @@ UI: dict[str, tuple[str, str]] = {
     "section_model": ("Model", "模型"),
     "section_data": ("Data", "数据"),
     "section_train": ("Hyperparameters", "超参数"),
+    "section_speed": ("Speed-ups", "加速选项"),
     "section_lora": ("LoRA configurations", "LoRA 参数设置"),
     "section_output": ("Output", "输出"),
     "section_devices": ("Devices and DeepSpeed", "设备与 DeepSpeed"),
