@@ -74,6 +74,8 @@ def main() -> None:
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--logging_steps", type=int, default=5)
     p.add_argument("--lora_r", type=int, default=16)
+    p.add_argument("--liger_config", default=None, help="JSON of Liger kernel options: turns Liger on")
+    p.add_argument("--pure_bf16", action="store_true", help="load the model in bf16 without DeepSpeed (no fp32 master)")
     a = p.parse_args()
 
     args = TrainingArguments(
@@ -81,16 +83,17 @@ def main() -> None:
         lr_scheduler_type="cosine", logging_steps=a.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
         remove_unused_columns=False, use_cpu=a.cpu, ddp_backend="gloo" if a.cpu else None, bf16=a.bf16,
         deepspeed=a.deepspeed, seed=42,
+        **({"use_liger_kernel": True, "liger_kernel_config": json.loads(a.liger_config)} if a.liger_config else {}),
     )
     tokenizer = AutoTokenizer.from_pretrained(a.model)
     # fp32 weights + autocast without DeepSpeed; DeepSpeed casts a 16-bit model itself
-    dtype = torch.bfloat16 if (a.bf16 and a.deepspeed) else torch.float32
+    dtype = torch.bfloat16 if (a.bf16 and (a.deepspeed or a.pure_bf16)) else torch.float32
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype)
     if a.finetuning == "lora":
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=a.lora_r, lora_alpha=2 * a.lora_r,
-                                                 target_modules="all-linear"))
+                                                 target_modules="all-linear"), autocast_adapter_dtype=not a.pure_bf16)
     timer = StepTimer()
     trainer = Trainer(model=model, args=args, train_dataset=examples(a.data, tokenizer, a.cutoff),
                       data_collator=collate(tokenizer.pad_token_id), callbacks=[timer])

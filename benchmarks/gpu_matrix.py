@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 
 from zeroboard import devices, events, spec as specmod  # noqa: E402
-from zeroboard.command import free_port  # noqa: E402
+from zeroboard.command import free_port, sanitized_arch_list  # noqa: E402
 
 STAGES = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]
 METHODS = ["full", "lora"]
@@ -155,29 +155,39 @@ def step_times(evs: list[dict], skip: int) -> list[float]:
     return [b["elapsed"] - a["elapsed"] for a, b in zip(logs, logs[1:])][skip:]
 
 
+def sampled(fn):
+    """Run ``fn`` with the NVML sampler on: the same polling during ZeroBoard's and the bare runs."""
+    sampler = GpuSampler()
+    sampler.start()
+    try:
+        return fn(), sampler
+    finally:
+        sampler.stop_flag = True
+        sampler.join()
+
+
 def run_zeroboard(a, job: specmod.JobSpec, workdir: Path) -> dict:
     path = workdir / f"{Path(job.output_dir).name}.yaml"
     path.write_text(specmod.dump_yaml(job, full=False))
-    sampler = GpuSampler()
-    sampler.start()
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", str(path)], cwd=ROOT, capture_output=True, text=True)
+    p, sampler = sampled(lambda: subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", str(path)], cwd=ROOT,
+                                                capture_output=True, text=True))
     wall = time.time() - t0
-    sampler.stop_flag = True
-    sampler.join()
     evs = events.read_events(Path(job.output_dir) / events.EVENTS_FILE)
     if p.returncode:
         return {"error": (p.stderr or p.stdout)[-1500:]}
     steps = step_times(evs, skip=2)
-    last = [e for e in evs if e["event"] == "log"][-1]
-    mem = last["memory"][0]
-    notes = [e for e in evs if e["event"] == "start"]
+    logs = [e for e in evs if e["event"] == "log"]
+    mem = logs[-1]["memory"][0]
+    start = next(e for e in evs if e["event"] == "start")
     return {"step_s": statistics.median(steps), "wall_s": wall, "torch_peak_gib": mem.get("torch_peak_bytes", 0) / 2**30,
             "nvml_peak_gib": sampler.peak / 2**30, "nvidia_smi_checks": sampler.checks[-3:],
-            "start_devices": notes[0]["devices"] if notes else None}
+            "start_devices": start["devices"], "speedups": start.get("speedups"),
+            "real_tokens_per_s": statistics.median(e["tokens_per_sec"] for e in logs[2:]) if len(logs) > 2 else None,
+            "loss_first_last": [logs[0]["loss"], logs[-1]["loss"]]}
 
 
-def run_bare(a, job: specmod.JobSpec, data: Path) -> dict:
+def run_bare(a, job: specmod.JobSpec, data: Path, speedups: dict | None = None) -> dict:
     argv = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1", "--master_port", str(free_port()),
             str(ROOT / "benchmarks/bare_trainer.py"), "--model", job.model_name_or_path, "--data", str(data),
             "--output_dir", job.output_dir + "-bare", "--finetuning", job.finetuning_type, "--max_steps", str(job.max_steps),
@@ -186,15 +196,22 @@ def run_bare(a, job: specmod.JobSpec, data: Path) -> dict:
     if job.deepspeed_stage != "none":
         argv += ["--deepspeed", str(ROOT / "cache" / f"ds_z{job.deepspeed_stage}{'_offload' if job.offload else ''}_config.json")]
     argv += ["--bf16"] if job.precision == "bf16" else ["--cpu"]
+    if speedups and speedups.get("liger"):  # the same kernels ZeroBoard chose
+        argv += ["--liger_config", json.dumps(speedups.get("liger_config") or {})]
+    if job.pure_bf16:
+        argv += ["--pure_bf16"]
     env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+    if env.get("TORCH_CUDA_ARCH_LIST"):  # the same clean-up ZeroBoard does for its jobs
+        env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(env["TORCH_CUDA_ARCH_LIST"])
     if job.device_type == "cpu":
         env.update(CUDA_VISIBLE_DEVICES="", DS_ACCELERATOR="cpu")
-    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    p, sampler = sampled(lambda: subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env))
     if p.returncode:
         return {"error": (p.stderr or p.stdout)[-1500:]}
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("BARE_METRICS "))
     m = json.loads(line.split(" ", 1)[1])
-    return {"step_s": statistics.median(m["step_times"][2:]), "torch_peak_gib": m.get("torch_peak_bytes", 0) / 2**30}
+    return {"step_s": statistics.median(m["step_times"][2:]), "torch_peak_gib": m.get("torch_peak_bytes", 0) / 2**30,
+            "nvml_peak_gib": sampler.peak / 2**30}
 
 
 def planner_estimate(job: specmod.JobSpec) -> float | None:
@@ -212,7 +229,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--configs", default="", help="comma list like full-none,lora-2+offload (default: all 10)")
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--no-bare", action="store_true")
@@ -248,7 +265,7 @@ def main() -> None:
                 lr_scheduler_type="constant")
             row = {"config": name, "zeroboard": run_zeroboard(a, job, work)}
             if not a.no_bare:
-                row["bare"] = run_bare(a, job, data)
+                row["bare"] = run_bare(a, job, data, row["zeroboard"].get("speedups"))
             zb = row["zeroboard"]
             if "step_s" in zb:
                 zb["tokens_per_s"] = batch * seq / zb["step_s"]

@@ -1,0 +1,114 @@
+"""What each speed-up gives: full fine-tuning of the 1.1 B Llama without DeepSpeed on one GPU.
+
+Every variant runs through `zeroboard train` (the web UI's path) on the model and
+data of benchmarks/gpu_matrix.py (bf16, sequence 1024, micro-batch 8), one change
+at a time, and reports median step time, tokens/s, MFU, peak memory and the loss
+of the first and last step (to show the numerics did not change). Packing is
+measured on a second dataset whose samples vary in length (64 to 1024 tokens):
+there the figure that counts is real (non-pad) tokens per second.
+
+    python benchmarks/gpu_speedups.py --out benchmarks/results/h200_speedups.json [--steps 20] [--only a,b]
+    python benchmarks/gpu_speedups.py --tiny --out /tmp/s.json   # the harness on CPU; measures nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gpu_matrix as gm  # noqa: E402
+from zeroboard import spec as specmod  # noqa: E402
+
+# name -> (spec changes, dataset: "full" = every sample 1024 tokens, "varied" = 64..1024)
+VARIANTS: dict[str, tuple[dict, str]] = {
+    "before (fp32 master + autocast, torch kernels)": ({"liger_kernel": "off"}, "full"),
+    "unfused AdamW": ({"liger_kernel": "off", "extra_args": {"optim": "adamw_torch"}}, "full"),
+    "eager attention": ({"liger_kernel": "off", "attn_implementation": "eager"}, "full"),
+    "Liger kernels (the default now)": ({}, "full"),
+    "pure bf16": ({"liger_kernel": "off", "pure_bf16": True}, "full"),
+    "pure bf16 + Liger": ({"pure_bf16": True}, "full"),
+    "pure bf16 + Liger + torch.compile": ({"pure_bf16": True, "extra_args": {"torch_compile": True}}, "full"),
+    "varied lengths, padded": ({}, "varied"),
+    "varied lengths, packed": ({"packing": True}, "varied"),
+}
+
+
+def make_varied_data(path: Path, vocab: int, seq: int, n: int = 4096) -> None:
+    """Alpaca records of about seq/16 to `seq` tokens, uniformly: a batch of them is about half padding."""
+    if path.is_file():
+        return
+    rng = random.Random(1)
+    words = lambda k: " ".join(f"w{rng.randrange(vocab - 8)}" for _ in range(k))  # noqa: E731
+    path.write_text(json.dumps([{"instruction": words(8), "input": "", "output": words(rng.randrange(seq // 16, seq))}
+                                for _ in range(n)]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma list of variant numbers (1-based) to run")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--workdir", default="/tmp/zb-matrix")
+    a = ap.parse_args()
+
+    shape = gm.TINY if a.tiny else gm.BIG
+    seq, batch = (64, 2) if a.tiny else (1024, 8)
+    work = Path(a.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir = work / ("model-tiny" if a.tiny else "model-1b")
+    data = {"full": work / f"data-{seq}.json", "varied": work / f"data-varied-{seq}.json"}
+    gm.make_model(model_dir, shape, seq)
+    gm.make_data(data["full"], shape["vocab_size"], seq)
+    make_varied_data(data["varied"], shape["vocab_size"], seq)
+    peak = gm.peak_matmul_tflops()
+    flops = gm.flops_per_token(shape, seq, "full")
+    results = {"model": {**shape, "seq": seq, "micro_batch": batch}, "matmul_tflops": peak, "flops_per_token": flops,
+               "rows": []}
+    only = {int(i) for i in a.only.split(",") if i}
+    for i, (name, (changes, which)) in enumerate(VARIANTS.items(), 1):
+        if only and i not in only:
+            continue
+        job = specmod.JobSpec(
+            model_name_or_path=str(model_dir), finetuning_type="full", dataset_dir=str(work), dataset=[str(data[which])],
+            cutoff_len=seq, learning_rate=1e-5, max_steps=a.steps, per_device_train_batch_size=batch,
+            precision="fp32" if a.tiny else "bf16", logging_steps=1, output_dir=str(work / f"speed-{i}-{int(time.time())}"),
+            device_type="cpu" if a.tiny else "cuda", num_processes=1, lr_scheduler_type="constant")
+        job = dataclasses.replace(job, **changes)
+        if a.tiny:  # no GPU: the GPU-only kernels are skipped, the rest runs
+            job.liger_kernel = "off" if job.liger_kernel == "on" else job.liger_kernel
+            job.pure_bf16 = False
+            job.extra_args = {k: v for k, v in job.extra_args.items() if k != "torch_compile"}
+        zb = gm.run_zeroboard(a, job, work)
+        row = {"variant": name, "changes": changes, "data": which, **zb}
+        if "step_s" in zb:
+            row["tokens_per_s"] = batch * seq / zb["step_s"]  # row slots per second (pad included)
+            real = zb.get("real_tokens_per_s") or row["tokens_per_s"]
+            row["mfu"] = real * flops / (peak * 1e12) if peak else None  # on real tokens only
+        print(json.dumps(row), flush=True)
+        results["rows"].append(row)
+        Path(a.out).write_text(json.dumps(results, indent=2))
+    print_table(results)
+
+
+def print_table(results: dict) -> None:
+    print(f"\n{'variant':<44}{'step s':>8}{'real tok/s':>11}{'MFU':>7}{'torch GiB':>10}{'NVML GiB':>9}  loss first/last")
+    for r in results["rows"]:
+        if "error" in r:
+            print(f"{r['variant']:<44} FAILED: {r['error'][-300:]!r}")
+            continue
+        mfu = f"{r['mfu']:7.1%}" if r.get("mfu") else "      -"
+        first, last = r["loss_first_last"]
+        print(f"{r['variant']:<44}{r['step_s']:8.3f}{r.get('real_tokens_per_s') or 0:11.0f}{mfu}{r['torch_peak_gib']:10.1f}"
+              f"{r['nvml_peak_gib']:9.1f}  {first:.3f} / {last:.3f}")
+
+
+if __name__ == "__main__":
+    main()
