@@ -55,7 +55,8 @@ def make_model(folder: Path, shape: dict, seq: int) -> None:
     from zeroboard.demo import CHAT_TEMPLATE, SPECIAL_TOKENS
 
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
-    vocab.update({f"w{i}": len(vocab) for i in range(shape["vocab_size"] - len(vocab))})
+    first = len(vocab)
+    vocab.update({f"w{i}": first + i for i in range(shape["vocab_size"] - first)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<|pad|>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>")
@@ -175,7 +176,8 @@ def run_zeroboard(a, job: specmod.JobSpec, workdir: Path) -> dict:
     wall = time.time() - t0
     evs = events.read_events(Path(job.output_dir) / events.EVENTS_FILE)
     if p.returncode:
-        return {"error": (p.stderr or p.stdout)[-1500:]}
+        said = [e.get("message", "") for e in evs if e["event"] == "error"]  # the rank's own words first
+        return {"error": "; ".join(said)[:1500] or (p.stderr or p.stdout)[-1500:]}
     steps = step_times(evs, skip=2)
     logs = [e for e in evs if e["event"] == "log"]
     mem = logs[-1]["memory"][0]
@@ -251,35 +253,37 @@ def main() -> None:
     results = json.loads(Path(a.out).read_text()) if Path(a.out).is_file() else {"rows": []}
     results.update(model={**shape, "seq": seq, "micro_batch": batch}, matmul_tflops=peak)
     done = {r["config"] for r in results["rows"] if "error" not in r.get("zeroboard", {})}
-    for method in METHODS:
-        for stage, offload in STAGES:
-            name = config_name(method, stage, offload)
-            if (wanted and name not in wanted) or name in done:
-                continue
-            job = specmod.JobSpec(
-                model_name_or_path=str(model_dir), finetuning_type=method, dataset_dir=str(work), dataset=[str(data)],
-                cutoff_len=seq, learning_rate=1e-5 if method == "full" else 1e-4, max_steps=a.steps,
-                per_device_train_batch_size=batch, precision="fp32" if a.tiny else "bf16", logging_steps=1,
-                lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
-                device_type="cpu" if a.tiny else "cuda", num_processes=1, deepspeed_stage=stage, offload=offload,
-                lr_scheduler_type="constant")
-            row = {"config": name, "zeroboard": run_zeroboard(a, job, work)}
-            if not a.no_bare:
-                row["bare"] = run_bare(a, job, data, row["zeroboard"].get("speedups"))
-            zb = row["zeroboard"]
-            if "step_s" in zb:
-                zb["tokens_per_s"] = batch * seq / zb["step_s"]
-                if peak:
-                    zb["mfu"] = zb["tokens_per_s"] * flops_per_token(shape, seq, method) / (peak * 1e12)
-                est = planner_estimate(job)
-                if est is not None:
-                    row["planner_gib"] = est
-                    row["planner_error"] = (est - zb["torch_peak_gib"]) / zb["torch_peak_gib"] if zb["torch_peak_gib"] else None
-                if "step_s" in row.get("bare", {}):
-                    row["ratio"] = row["bare"]["step_s"] / zb["step_s"]
-            print(json.dumps(row), flush=True)
-            results["rows"] = [r for r in results["rows"] if r["config"] != name] + [row]
-            Path(a.out).write_text(json.dumps(results, indent=2))
+    every = [(m, st, off) for m in METHODS for st, off in STAGES]
+    if wanted:  # in the order asked for
+        every = sorted((c for c in every if config_name(*c) in wanted), key=lambda c: wanted.index(config_name(*c)))
+    for method, stage, offload in every:
+        name = config_name(method, stage, offload)
+        if name in done:
+            continue
+        job = specmod.JobSpec(
+            model_name_or_path=str(model_dir), finetuning_type=method, dataset_dir=str(work), dataset=[str(data)],
+            cutoff_len=seq, learning_rate=1e-5 if method == "full" else 1e-4, max_steps=a.steps,
+            per_device_train_batch_size=batch, precision="fp32" if a.tiny else "bf16", logging_steps=1,
+            lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
+            device_type="cpu" if a.tiny else "cuda", num_processes=1, deepspeed_stage=stage, offload=offload,
+            lr_scheduler_type="constant")
+        row = {"config": name, "zeroboard": run_zeroboard(a, job, work)}
+        if not a.no_bare:
+            row["bare"] = run_bare(a, job, data, row["zeroboard"].get("speedups"))
+        zb = row["zeroboard"]
+        if "step_s" in zb:
+            zb["tokens_per_s"] = batch * seq / zb["step_s"]
+            if peak:
+                zb["mfu"] = zb["tokens_per_s"] * flops_per_token(shape, seq, method) / (peak * 1e12)
+            est = planner_estimate(job)
+            if est is not None:
+                row["planner_gib"] = est
+                row["planner_error"] = (est - zb["torch_peak_gib"]) / zb["torch_peak_gib"] if zb["torch_peak_gib"] else None
+            if "step_s" in row.get("bare", {}):
+                row["ratio"] = row["bare"]["step_s"] / zb["step_s"]
+        print(json.dumps(row), flush=True)
+        results["rows"] = [r for r in results["rows"] if r["config"] != name] + [row]
+        Path(a.out).write_text(json.dumps(results, indent=2))
     print_table(results)
 
 

@@ -129,7 +129,8 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
     from transformers import TrainerCallback
 
     def gather(obj):
-        if dist.is_available() and dist.is_initialized():
+        # one process: no collective (an NCCL object gather copies through the GPU and syncs it, on every log)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             out = [None] * dist.get_world_size()
             dist.all_gather_object(out, obj)
             return out

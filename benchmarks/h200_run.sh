@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# How the H200 figures were made: one device call per step, from the repository root.
+# Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel),
+# .whl-ui (gradio and the deps the GPU image lacks). $OUT is where results go.
+#   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
+#   bash benchmarks/h200_run.sh matrix CONFIGS  # gpu_matrix.py for a comma list of configs
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site:$PWD/app PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+for w in .whl .whl-ui; do
+  [ -d "$w" ] && python3 benchmarks/install_wheels.py "$w" --target /tmp/site >>"$OUT/install_wheels.log" 2>&1
+done
+python3 -c "import deepspeed, liger_kernel; print('deepspeed', deepspeed.__version__)" 2>&1 | tail -1
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+W=/tmp/zb-matrix
+case "$1" in
+  speedups)
+    timeout 420 python3 benchmarks/gpu_speedups.py --out "$OUT/h200_speedups.json" --steps 20 --workdir $W ${2:+--only $2} \
+      >"$OUT/speedups.log" 2>&1; echo "speedups rc=$?"; tail -n 14 "$OUT/speedups.log"
+    timeout 170 python3 benchmarks/gpu_ui_check.py --model $W/model-1b --data $W/data-1024.json --workdir /tmp/zb-ui-work \
+      --out "$OUT/ui_check.json" >"$OUT/ui_check.log" 2>&1; echo "ui_check rc=$?"
+    grep -v '^UI_CHECK' "$OUT/ui_check.log" | tail -c 3000
+    cp /tmp/zb-ui-work/server.log "$OUT/" 2>/dev/null ;;
+  matrix)
+    timeout "${3:-560}" python3 benchmarks/gpu_matrix.py --out "$OUT/h200.json" --configs "$2" --steps 20 --workdir $W \
+      >"$OUT/matrix.log" 2>&1; echo "matrix rc=$?"; tail -n 14 "$OUT/matrix.log" ;;
+esac
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+true
