@@ -14,9 +14,11 @@ NVML), the planner's estimate and its error, and the ZeroBoard/bare ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -156,6 +158,35 @@ def step_times(evs: list[dict], skip: int) -> list[float]:
     return [b["elapsed"] - a["elapsed"] for a, b in zip(logs, logs[1:])][skip:]
 
 
+_children: list[subprocess.Popen] = []
+
+
+def run_job(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """subprocess.run for a training job, in its own process group, so that a stopped benchmark stops it too."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw) as p:
+        _children.append(p)
+        try:
+            out, err = p.communicate()
+        finally:
+            _children.remove(p)
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def stop_children(signum, frame) -> None:
+    """On SIGTERM (e.g. `timeout`): end the running job's whole group, then leave. Seen on the H200: without
+    this a job outlived its benchmark and shared the GPU with the next call's runs."""
+    for p in list(_children):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.time() + 30
+    for p in list(_children):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(max(0.1, deadline - time.time()))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    sys.exit(128 + signum)
+
+
 def sampled(fn):
     """Run ``fn`` with the NVML sampler on: the same polling during ZeroBoard's and the bare runs."""
     sampler = GpuSampler()
@@ -171,8 +202,7 @@ def run_zeroboard(a, job: specmod.JobSpec, workdir: Path) -> dict:
     path = workdir / f"{Path(job.output_dir).name}.yaml"
     path.write_text(specmod.dump_yaml(job, full=False))
     t0 = time.time()
-    p, sampler = sampled(lambda: subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", str(path)], cwd=ROOT,
-                                                capture_output=True, text=True))
+    p, sampler = sampled(lambda: run_job([sys.executable, "-m", "zeroboard.cli", "train", str(path)], cwd=ROOT))
     wall = time.time() - t0
     evs = events.read_events(Path(job.output_dir) / events.EVENTS_FILE)
     if p.returncode:
@@ -207,7 +237,7 @@ def run_bare(a, job: specmod.JobSpec, data: Path, speedups: dict | None = None) 
         env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(env["TORCH_CUDA_ARCH_LIST"])
     if job.device_type == "cpu":
         env.update(CUDA_VISIBLE_DEVICES="", DS_ACCELERATOR="cpu")
-    p, sampler = sampled(lambda: subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env))
+    p, sampler = sampled(lambda: run_job(argv, cwd=ROOT, env=env))
     if p.returncode:
         return {"error": (p.stderr or p.stdout)[-1500:]}
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("BARE_METRICS "))
@@ -238,6 +268,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="a tiny model on CPU: checks the harness, measures nothing")
     ap.add_argument("--workdir", default="/tmp/zb-matrix")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, stop_children)
 
     shape = TINY if a.tiny else BIG
     seq, batch = (64, 2) if a.tiny else (a.seq, a.batch)

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--workdir", default="/tmp/zb-matrix")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, gm.stop_children)
 
     shape = gm.TINY if a.tiny else gm.BIG
     seq, batch = (64, 2) if a.tiny else (1024, 8)
