@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -265,6 +266,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--no-bare", action="store_true")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each script per config, alternating which goes first")
     ap.add_argument("--tiny", action="store_true", help="a tiny model on CPU: checks the harness, measures nothing")
     ap.add_argument("--workdir", default="/tmp/zb-matrix")
     a = ap.parse_args()
@@ -298,9 +300,7 @@ def main() -> None:
             lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
             device_type="cpu" if a.tiny else "cuda", num_processes=1, deepspeed_stage=stage, offload=offload,
             lr_scheduler_type="constant")
-        row = {"config": name, "zeroboard": run_zeroboard(a, job, work)}
-        if not a.no_bare:
-            row["bare"] = run_bare(a, job, data, row["zeroboard"].get("speedups"))
+        row = {"config": name, **measure(a, job, work, data)}
         zb = row["zeroboard"]
         if "step_s" in zb:
             zb["tokens_per_s"] = batch * seq / zb["step_s"]
@@ -316,6 +316,36 @@ def main() -> None:
         results["rows"] = [r for r in results["rows"] if r["config"] != name] + [row]
         Path(a.out).write_text(json.dumps(results, indent=2))
     print_table(results)
+
+
+def measure(a, job: specmod.JobSpec, work: Path, data: Path) -> dict:
+    """ZeroBoard's run and the bare run, ``--repeats`` times, alternating which goes first.
+
+    With several repeats, step_s is the median of the runs' medians and ``*_runs`` keeps each run's,
+    so the run-to-run spread of each script can be set against the ratio.
+    """
+    zbs: list[dict] = []
+    bares: list[dict] = []
+    for i in range(a.repeats):
+        out = str(work / f"{Path(job.output_dir).name}-r{i}") if a.repeats > 1 else job.output_dir
+        this = dataclasses.replace(job, output_dir=out)
+        first_bare = i % 2 == 1 and not a.no_bare and zbs
+        if first_bare:
+            bares.append(run_bare(a, this, data, zbs[0].get("speedups")))
+        zbs.append(run_zeroboard(a, this, work))
+        if not a.no_bare and not first_bare:
+            bares.append(run_bare(a, this, data, zbs[0].get("speedups")))
+        if "error" in zbs[-1] or (bares and "error" in bares[-1]):
+            break
+    row = {"zeroboard": zbs[-1] if "error" in zbs[-1] else zbs[0]}
+    if bares:
+        row["bare"] = bares[-1] if "error" in bares[-1] else bares[0]
+    for key, runs in (("zeroboard", zbs), ("bare", bares)):
+        steps = [r["step_s"] for r in runs if "step_s" in r]
+        if len(steps) > 1 and "step_s" in row[key]:
+            row[key]["step_s_runs"] = steps
+            row[key]["step_s"] = statistics.median(steps)
+    return row
 
 
 def print_table(results: dict) -> None:

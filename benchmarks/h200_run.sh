@@ -3,7 +3,7 @@
 # Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel),
 # .whl-ui (gradio and the deps the GPU image lacks). $OUT is where results go.
 #   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
-#   bash benchmarks/h200_run.sh matrix CONFIGS  # gpu_matrix.py for a comma list of configs
+#   bash benchmarks/h200_run.sh matrix CONFIGS [TIMEOUT_S] [REPEATS]  # gpu_matrix.py for a comma list of configs
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -24,6 +24,7 @@ case "$1" in
     cp /tmp/zb-ui-work/server.log "$OUT/" 2>/dev/null ;;
   matrix)
     timeout "${3:-560}" python3 benchmarks/gpu_matrix.py --out "$OUT/h200.json" --configs "$2" --steps 20 --workdir $W \
+      --repeats "${4:-1}" \
       >"$OUT/matrix.log" 2>&1; echo "matrix rc=$?"; tail -n 14 "$OUT/matrix.log" ;;
 esac
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
