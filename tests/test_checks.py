@@ -186,3 +186,31 @@ def test_liger_on_a_gpu_needs_the_package(job, monkeypatch):
 def test_liger_switch_in_extra_args_points_to_its_field(job):
     job.extra_args = {"use_liger_kernel": True}
     assert errors(job)["extra_args"] == "use_liger_kernel is set by the job field liger_kernel; set it there"
+
+
+def test_speedups_that_would_fail_at_launch_are_refused_first(job, tmp_path, monkeypatch):
+    monkeypatch.setattr(checks, "installed", lambda module: True)
+    job.attn_implementation, job.packing, job.per_device_train_batch_size = "flash_attention_2", True, 4
+    assert "batch of one row" in errors(job, [H100])["attn_implementation"]
+    job.per_device_train_batch_size = 1
+    assert "attn_implementation" not in errors(job, [H100])
+    assert "compute capability 8.0" in errors(job, [V100])["attn_implementation"]
+    job.precision = "fp32"
+    assert "bf16 or fp16 only" in errors(job, [H100])["attn_implementation"]
+    job.precision, job.attn_implementation = "auto", "auto"
+    job.pure_bf16 = True  # auto means fp16 on a V100
+    assert "cannot do bf16" in errors(job, [V100])["pure_bf16"]
+    assert "pure_bf16" not in errors(job, [H100])
+
+
+def test_model_types_the_speedups_do_not_fit(job, tmp_path, monkeypatch):
+    monkeypatch.setattr(checks, "installed", lambda module: True)
+    mamba = fake_model(tmp_path / "mamba")
+    (mamba / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    job.model_name_or_path, job.lora_target = str(mamba), ["q_proj"]
+    job.liger_kernel, job.packing = "on", True
+    errs = errors(job, [H100])
+    assert errs["liger_kernel"] == "Liger has no kernels for model type mamba; choose auto or off"
+    assert "recurrent layers" in errs["packing"]
+    job.extra_args = {"liger_kernel_config": {"fused_linear_cross_entropy": True}}
+    assert "set by the job field liger_kernel" in errors(job, [H100])["extra_args"]

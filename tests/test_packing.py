@@ -32,6 +32,27 @@ def test_pack_fills_rows_and_keeps_samples_whole():
     assert sorted(map(tuple, segments)) == sorted(tuple(r["input_ids"]) for r in rows)
 
 
+def test_the_packed_loss_is_the_mean_of_the_samples_losses():
+    """No sample's first token is predicted from the previous sample (samples with no prompt make it count)."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).train()
+    rows = [sample(n, 7 * i + 3, prompt=0) for i, n in enumerate([8, 5, 6, 4, 3])]
+    batch = TokenCounter(pad_id=0)(pack(rows, 12))
+    with torch.no_grad():
+        packed = model(**batch).loss
+        sums, count = 0.0, 0
+        for r in rows:  # each sample alone: the mean over its n - 1 predicted tokens
+            n = len(r["input_ids"]) - 1
+            sums += model(input_ids=torch.tensor([r["input_ids"]]), labels=torch.tensor([r["labels"]])).loss * n
+            count += n
+    torch.testing.assert_close(packed, sums / count, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_packed_samples_do_not_attend_to_each_other(attn):
     torch = pytest.importorskip("torch")

@@ -16,13 +16,37 @@ def model_dir(tmp_path):
     return str(tmp_path)
 
 
-def test_auto_says_why_liger_stays_off(model_dir):
+@pytest.fixture
+def no_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def liger_here(monkeypatch):
+    """A GPU and an installed Liger whose patch table knows llama: what the trainer sees on the H200."""
+    import sys
+    import types
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(checks, "installed", lambda module: True)
+    table = types.ModuleType("liger_kernel.transformers.monkey_patch")
+    table.MODEL_TYPE_TO_APPLY_LIGER_FN = {"llama": object()}
+    for name in ("liger_kernel", "liger_kernel.transformers"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers.monkey_patch", table)
+
+
+def test_auto_says_why_liger_stays_off(model_dir, no_gpu):
     speed = train.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="auto", attn_implementation="sdpa"), None)
     assert not speed.liger and speed.attn == "sdpa"
     assert "Liger kernels off (no CUDA device)" in speed.notes
 
 
-def test_liger_on_without_what_it_needs_stops_naming_the_field(model_dir, monkeypatch):
+def test_liger_on_without_what_it_needs_stops_naming_the_field(model_dir, monkeypatch, no_gpu):
     with pytest.raises(ValueError, match="^liger_kernel: is on but no CUDA device"):
         train.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
     import torch
@@ -40,3 +64,30 @@ def test_the_weights_line_says_what_the_job_keeps(model_dir):
     assert "weights: bf16 (pure bf16, no fp32 master copy)" in notes(precision="bf16", pure_bf16=True)
     assert "weights: fp32 master + autocast" in notes(precision="bf16")
     assert "weights: 16-bit, DeepSpeed keeps fp32 master" in notes({"zero_optimization": {"stage": 2}}, precision="bf16")
+
+
+def test_liger_keeps_its_fused_loss_off_where_it_would_be_wrong(model_dir, liger_here):
+    def speed(ds=None, **kw):
+        return train.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds)
+
+    plain = speed()
+    assert plain.liger and plain.liger_config == {} and "fused linear cross-entropy" in plain.notes[0]
+    # ZeRO-3 shards lm_head; a LoRA on lm_head would be skipped by the fused loss
+    assert speed({"zero_optimization": {"stage": 3}}).liger_config == {"fused_linear_cross_entropy": False}
+    assert speed(lora_target=["q_proj", "lm_head"]).liger_config == {"fused_linear_cross_entropy": False}
+    assert speed({"zero_optimization": {"stage": 2}}).liger_config == {}
+
+
+def test_liger_skips_model_types_it_does_not_know(tmp_path, liger_here):
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(tmp_path)
+    auto = train.Speedups(JobSpec(model_name_or_path=str(tmp_path)), None)
+    assert not auto.liger and "no Liger kernels for model type 'gpt2'" in auto.notes[0]
+    with pytest.raises(ValueError, match="^liger_kernel: is on but no Liger kernels for model type 'gpt2'"):
+        train.Speedups(JobSpec(model_name_or_path=str(tmp_path), liger_kernel="on"), None)
+
+
+def test_pure_bf16_refuses_a_job_that_is_not_bf16(model_dir):
+    with pytest.raises(ValueError, match="^pure_bf16: needs bf16 compute but this job runs in fp16"):
+        train.Speedups(JobSpec(model_name_or_path=model_dir, pure_bf16=True, precision="fp16"), None)

@@ -7,6 +7,7 @@ the expected files, and its saved result must reload and generate text.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -133,6 +134,20 @@ def test_packing_and_pure_bf16_train_and_reload(tmp_path):
     assert start["speedups"]["attn_implementation"] == "sdpa" and start["speedups"]["liger"] is False  # no GPU here
     curve = losses(out)
     assert curve[-1] < curve[0], curve
+    header = checks.safetensors_header(out / "adapter_model.safetensors")
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"BF16"}  # the adapter trained in bf16
     model, tok = reload.load(out)
     (text,) = reload.answer(model, tok, ["Who are you?"], max_new_tokens=12)
     assert isinstance(text, str) and text
+
+
+def test_a_fresh_checkout_trains_the_demo_from_the_command_line(tmp_path):
+    """The README's command-line path on a machine with no cache/: the trainer builds the demo model and data first."""
+    (tmp_path / "examples").mkdir()
+    shutil.copy("examples/demo.yaml", tmp_path / "examples" / "demo.yaml")
+    p = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", "--set=max_steps=3",
+                        "--set=logging_steps=1", "--set=output_dir=runs/fresh"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert (tmp_path / "cache/demo/model/config.json").is_file() and (tmp_path / "cache/demo/data/dataset_info.json").is_file()
+    assert [e["step"] for e in events.read_events(tmp_path / "runs/fresh" / events.EVENTS_FILE) if e["event"] == "log"] == [1, 2, 3]

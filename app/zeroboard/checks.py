@@ -31,7 +31,15 @@ OWNED_ARGS = {
     "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
     "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
     "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
+    "liger_kernel_config": "liger_kernel",
 }
+
+# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
+LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
+                     "granite", "olmo2", "glm4", "smollm3"}
+# models with recurrent (state-space or linear-attention) layers: their state would run across packed samples
+RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "granitemoehybrid",
+                         "qwen3_next", "lfm2", "falcon_h1", "nemotron_h", "rwkv", "recurrent_gemma", "minimax"}
 
 
 @dataclass
@@ -59,6 +67,13 @@ def is_demo_data(path: str) -> bool:
 
 # --- model facts without loading weights ---------------------------------------
 
+def safetensors_header(path: Path) -> dict:
+    """A safetensors file's header: tensor name -> dtype, shape and offsets (plus ``__metadata__``)."""
+    with Path(path).open("rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        return json.loads(fh.read(n))
+
+
 def safetensors_names(model_dir: Path) -> list[str] | None:
     """Tensor names from the safetensors header(s), or None when there are none."""
     index = model_dir / "model.safetensors.index.json"
@@ -67,12 +82,7 @@ def safetensors_names(model_dir: Path) -> list[str] | None:
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         return None
-    names = []
-    for f in files:
-        with f.open("rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            names += [k for k in json.loads(fh.read(n)) if k != "__metadata__"]
-    return names
+    return [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
 
 
 def linear_module_names(model_dir: Path) -> set[str] | None:
@@ -296,24 +306,49 @@ def installed(module: str) -> bool:
         return False
 
 
-def _check_speed(spec: JobSpec, gpus: list[devices.Gpu], r: Report) -> None:
+def _model_type(model_dir: Path | None) -> str | None:
+    try:
+        return json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("model_type") if model_dir else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_speed(spec: JobSpec, gpus: list[devices.Gpu], model_dir: Path | None, r: Report) -> None:
     use_gpu = spec.device_type == "cuda" or (spec.device_type == "auto" and bool(gpus))
+    chosen = [g for g in gpus if g.index in (spec.gpu_ids or [g.index for g in gpus])] if use_gpu else []
+    model_type = _model_type(model_dir)
     if spec.liger_kernel == "on":
         if not use_gpu:
             r.errors["liger_kernel"] = "Liger's Triton kernels need an NVIDIA GPU; choose auto or off for CPU runs"
         elif not installed("liger_kernel"):
             r.errors["liger_kernel"] = "liger-kernel is not installed; pip install liger-kernel (or zeroboard[gpu]), or choose auto"
+        elif model_type and model_type not in LIGER_MODEL_TYPES:
+            r.errors["liger_kernel"] = f"Liger has no kernels for model type {model_type}; choose auto or off"
     if spec.attn_implementation == "flash_attention_2":
+        old = [g.index for g in chosen if g.compute_capability < (8, 0)]
         if not use_gpu:
             r.errors["attn_implementation"] = "flash_attention_2 needs an NVIDIA GPU; choose auto or sdpa"
         elif not installed("flash_attn"):
             r.errors["attn_implementation"] = "the flash-attn package is not installed; pip install flash-attn, or choose auto"
+        elif old:
+            r.errors["attn_implementation"] = f"flash_attention_2 needs compute capability 8.0+, GPU {old} has less; choose auto"
+        elif spec.precision == "fp32":
+            r.errors["attn_implementation"] = "flash_attention_2 runs in bf16 or fp16 only; set Compute type to auto or bf16"
+        elif spec.packing and spec.per_device_train_batch_size > 1:
+            r.errors["attn_implementation"] = ("flash_attention_2 finds packed samples' boundaries only in a batch of one row; "
+                                               "set Batch size to 1 (and raise cutoff_len) or choose auto")
+    if spec.packing and model_type in RECURRENT_MODEL_TYPES:
+        r.errors["packing"] = (f"{model_type} has recurrent layers whose state would run from one packed sample "
+                               "into the next; untick packing")
     if spec.pure_bf16:
         if spec.deepspeed_stage != "none" or spec.deepspeed:
             r.errors["pure_bf16"] = ("DeepSpeed keeps its own fp32 master weights; untick pure_bf16 "
                                      "or set DeepSpeed stage to none and clear the DeepSpeed file")
         elif spec.precision in ("fp16", "fp32") or (spec.precision == "auto" and not use_gpu):
             r.errors["pure_bf16"] = "needs bf16 compute; set Compute type to bf16 (auto means fp32 on CPU)"
+        elif spec.precision == "auto" and any(not g.supports_bf16 for g in chosen):
+            r.errors["pure_bf16"] = (f"GPU {[g.index for g in chosen if not g.supports_bf16]} cannot do bf16 (auto means fp16 "
+                                     "there); untick pure_bf16")
 
 
 def _check_extra(spec: JobSpec, r: Report) -> None:
@@ -337,7 +372,7 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None) -> Report:
     _check_devices(spec, gpus, r)
     _check_nodes(spec, r)
     _check_deepspeed(spec, r)
-    _check_speed(spec, gpus, r)
+    _check_speed(spec, gpus, model_dir, r)
     _check_extra(spec, r)
     return r
 

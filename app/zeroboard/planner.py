@@ -348,8 +348,9 @@ def _norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActM
     # the norm's own saved input: RMSNorm upcasts to fp32 (a 4-byte copy); LayerNorm keeps the residual dtype;
     # Liger's RMSNorm keeps its input as it came and recomputes the rest
     own = 4 * width if ((rms and not m.liger) or m.kind != "pure16") else 2 * width
-    if not m.lora and not m.liger:
-        own += (4 if m.kind != "pure16" else 2) * width if rms else 0  # normalized x, kept for the weight's grad
+    if not m.lora:
+        if rms and not m.liger:
+            own += (4 if m.kind != "pure16" else 2) * width  # normalized x, kept for the weight's grad
         if m.kind == "autocast":
             return own + 2 * width * len(consumers)  # each consumer casts the fp32 output to 16 bit itself
         return own + (4 if wide else 2) * width  # one output tensor, shared by its consumers
@@ -408,7 +409,7 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     else:
         layers = t * shape.layers * per_layer
     if s.eager_attention:  # the softmax output per head, in fp32 for its backward (+ a 16-bit copy for the matmul)
-        layers += t * shape.layers * shape.heads * s.seq * (4 if m.kind == "fp32" else 6)
+        layers += t * (1 if s.checkpointing else shape.layers) * shape.heads * s.seq * (4 if m.kind == "fp32" else 6)
     copies = 0
     if m.kind == "autocast" and not s.weights_16bit_without_ds:
         # autocast keeps a 16-bit copy of each weight it used, for the backward pass
@@ -417,10 +418,11 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     other = t * other_act_bytes(shape, m)
     loss = t * shape.vocab * LOSS_TEMP_BYTES
     if s.fused_loss:
-        # Liger computes the loss over chunks of logits, with an input gradient and an fp32 head-weight gradient.
-        # The logits-sized fp32 term in `other` is kept: without it the H200 runs came out 12% above the plan
-        # (full, and ZeRO-2), with it within 10% on all of them (benchmarks/results/h200.json).
-        loss = t * 4 * shape.hidden + 4 * shape.vocab * shape.hidden
+        # Liger computes the loss over chunks of logits, with an input gradient and (full fine-tuning: the head
+        # is trained) an fp32 head-weight gradient. The logits-sized fp32 term in `other` stays although the
+        # chunks are far smaller: the H200 peaks hold something of that size we have not traced (without it
+        # LoRA under ZeRO-2 came out 14% above the plan; with it every run is within 7%).
+        loss = t * 4 * shape.hidden + (4 * shape.vocab * shape.hidden if s.finetuning == "full" else 0)
     return {"layers": layers, "other": other, "autocast_weight_copies": copies, "loss_temporaries": loss}
 
 
@@ -545,17 +547,12 @@ def _plan_one(shape: ModelShape, s: Setup) -> Plan:
     return plan
 
 
-# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself
-LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
-                     "granite", "olmo2", "glm4", "smollm3"}
-
-
 def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:
     """Whether the trainer will patch the model with Liger's kernels (see train.Speedups).
 
     Under ZeRO-3, or with a LoRA on lm_head, it leaves out the fused linear cross-entropy.
     """
-    from .checks import installed
+    from .checks import LIGER_MODEL_TYPES, installed
 
     if spec.liger_kernel == "off" or s.device != "cuda" or model_type not in LIGER_MODEL_TYPES:
         return False
@@ -563,6 +560,8 @@ def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:
 
 
 def formula_of(s: Setup) -> str:
+    if s.pure_bf16:
+        return "8Ψ"
     if not s.deepspeed or s.stage == "0":
         return "16Ψ"
     if s.stage == "1":
@@ -692,8 +691,8 @@ def _formula_text(plan: Plan) -> str:
         else:
             body = "every GPU holds all model states: weights, gradients and Adam moments (16Ψ in the guide's count)"
         if lora:
-            body += "; with LoRA only the adapter has gradients and Adam moments, so 16Ψ applies to Ψt alone"
-        return f"**16Ψ** (no DeepSpeed, {who}): {body}."
+            body += f"; with LoRA only the adapter has gradients and Adam moments, so {formula_of(s)} applies to Ψt alone"
+        return f"**{formula_of(s)}** (no DeepSpeed, {who}): {body}."
     if s.stage == "1":
         return f"**4Ψ+12Ψ/N** (ZeRO-1, N = {n}, {who}): the optimizer states are split over the GPUs."
     off = ""

@@ -234,23 +234,51 @@ def build_dataset(job: specmod.JobSpec, tokenizer) -> list[dict]:
 
 
 def pack(rows: list[dict], width: int) -> list[dict]:
-    """First-fit-decreasing packing of samples into rows of at most ``width`` tokens.
+    """Best-fit-decreasing packing of samples into rows of at most ``width`` tokens.
 
     Each sample keeps its own positions (0, 1, ...), which is how the model tells
     samples apart. The first label of every sample is ignored: the loss would
-    otherwise predict it from the previous sample's last token.
+    otherwise predict it from the previous sample's last token. Rows are found by
+    their free space in a tree over 0..width, so a large dataset packs in
+    O(n log width).
     """
+    size = 1 << max(1, width).bit_length()
+    count = [0] * (2 * size)  # count[size + r]: rows with r tokens free; inner nodes: sums
+    open_rows: dict[int, list[int]] = {}  # free space -> indices of the rows with that much free
+
+    def add(free: int, delta: int) -> None:
+        i = size + free
+        while i:
+            count[i] += delta
+            i //= 2
+
+    def tightest(n: int) -> int | None:
+        """The smallest free space >= n that some row has: up from leaf n to a right sibling with rows, then down."""
+        i = size + n
+        if count[i]:
+            return n
+        while i > 1:
+            if i % 2 == 0 and count[i + 1]:
+                i += 1
+                while i < size:
+                    i = 2 * i if count[2 * i] else 2 * i + 1
+                return i - size
+            i //= 2
+        return None
+
     bins: list[list[dict]] = []
-    room: list[int] = []
     for r in sorted(rows, key=lambda r: len(r["input_ids"]), reverse=True):
         n = len(r["input_ids"])
-        i = next((i for i, free in enumerate(room) if free >= n), None)
-        if i is None:
+        free = tightest(n)
+        if free is None:
             bins.append([])
-            room.append(width)
-            i = len(bins) - 1
-        bins[i].append(r)
-        room[i] -= n
+            b, free = len(bins) - 1, width
+        else:
+            b = open_rows[free].pop()
+            add(free, -1)
+        bins[b].append(r)
+        open_rows.setdefault(free - n, []).append(b)
+        add(free - n, 1)
     packed = []
     for members in bins:
         row: dict[str, list[int]] = {"input_ids": [], "labels": [], "position_ids": []}
@@ -295,6 +323,8 @@ class Speedups:
                     self.liger_config = {"fused_linear_cross_entropy": False}
                 fused = "" if self.liger_config else " + fused linear cross-entropy"
                 self.notes.append(f"Liger kernels on (RMSNorm, SwiGLU, RoPE{fused})")
+        if job.pure_bf16 and job.precision != "bf16":
+            raise ValueError(f"pure_bf16: needs bf16 compute but this job runs in {job.precision}; untick pure_bf16")
         self.attn = None if job.attn_implementation == "auto" else job.attn_implementation
         self.notes.append(f"attention: {self.attn or 'model default'}")
         self.notes.append("weights: bf16 (pure bf16, no fp32 master copy)" if job.pure_bf16 else
@@ -396,9 +426,11 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
             shutil.copyfile(job.deepspeed, Path(job.output_dir) / "ds_config.json")
         log.info("job: %s", json.dumps(specmod.changed(job)))
 
+    if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
+        wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
+    speed = Speedups(job, ds_config)
     # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
     # on zero.Init, so each rank only ever holds its shard of the weights.
-    speed = Speedups(job, ds_config)
     args = training_arguments(job, ds_config, speed)
     if ds_config is not None:
         import deepspeed
@@ -407,8 +439,6 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         deepspeed.init_distributed(dist_backend="gloo" if job.device_type == "cpu" else "nccl")
 
     # --- data ------------------------------------------------------------------------
-    if checks.is_demo_model(job.model_name_or_path):
-        wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
     tokenizer = AutoTokenizer.from_pretrained(job.model_name_or_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
