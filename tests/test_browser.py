@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from zeroboard import command, runner, screenshots
-from zeroboard.screenshots import stop_server
+from zeroboard.screenshots import stop_server, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -98,16 +98,6 @@ def status(pg) -> str:
 def step(pg) -> int:
     bar = pg.locator("#zb-progress .zb-progress")
     return int(bar.get_attribute("data-step") or 0) if bar.count() else 0
-
-
-def wait_until(fn, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def fill_after_load(pg, name: str, value) -> None:

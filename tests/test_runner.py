@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from zeroboard import checks, command, events, runner, spec
+from zeroboard.screenshots import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 180  # other trainings share this 2-core machine
@@ -49,13 +50,7 @@ def prepared_for(out: Path, **changes) -> command.Prepared:
 
 
 def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    return wait_until(predicate, timeout, what)
 
 
 def first_log_event(run_dir: str) -> dict:
