@@ -4,6 +4,7 @@
 # .whl-ui (gradio and the deps the GPU image lacks). $OUT is where results go.
 #   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
 #   bash benchmarks/h200_run.sh matrix CONFIGS [TIMEOUT_S] [REPEATS]  # gpu_matrix.py for a comma list of configs
+#   (GROW_GIB=48 by default: host memory touched first, see gpu_matrix.grow_host_memory)
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -24,7 +25,7 @@ case "$1" in
     cp /tmp/zb-ui-work/server.log "$OUT/" 2>/dev/null ;;
   matrix)
     timeout "${3:-560}" python3 benchmarks/gpu_matrix.py --out "$OUT/h200.json" --configs "$2" --steps 20 --workdir $W \
-      --repeats "${4:-1}" \
+      --repeats "${4:-1}" --grow-host-gib "${GROW_GIB:-48}" \
       >"$OUT/matrix.log" 2>&1; echo "matrix rc=$?"; tail -n 14 "$OUT/matrix.log" ;;
 esac
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
