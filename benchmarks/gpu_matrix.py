@@ -143,21 +143,25 @@ def grow_host_memory(gib: int) -> None:
 # --- NVML sampling (memory peak and the nvidia-smi cross-check) ---------------------
 
 class GpuSampler(threading.Thread):
-    def __init__(self, index: int = 0, period: float = 0.2):
+    """Used memory of every GPU every ``period`` s (the peak per GPU), and the nvidia-smi cross-check every 3 s."""
+
+    def __init__(self, period: float = 0.2):
         super().__init__(daemon=True)
-        self.index, self.period, self.peak, self.stop_flag = index, period, 0, False
+        self.period, self.peaks, self.stop_flag = period, {}, False
         self.checks: list[dict] = []
+
+    @property
+    def peak(self) -> int:
+        return max(self.peaks.values(), default=0)
 
     def run(self) -> None:
         last_check = 0.0
         while not self.stop_flag:
-            gpus = devices.detect_gpus(with_processes=True)
-            if gpus:
-                g = gpus[self.index]
-                self.peak = max(self.peak, g.used_bytes)
-                others = [p for p in g.processes if p.pid != os.getpid()]
-                if time.time() - last_check > 3 and others:
-                    self.checks.append(cross_check(self.index))
+            due = time.time() - last_check > 3
+            for g in devices.detect_gpus(with_processes=True):
+                self.peaks[g.index] = max(self.peaks.get(g.index, 0), g.used_bytes)
+                if due and any(p.pid != os.getpid() for p in g.processes):
+                    self.checks.append(cross_check(g.index))
                     last_check = time.time()
             time.sleep(self.period)
 
@@ -236,16 +240,18 @@ def run_zeroboard(a, job: specmod.JobSpec, workdir: Path) -> dict:
     steps = step_times(evs, skip=2)
     logs = [e for e in evs if e["event"] == "log"]
     mem = logs[-1]["memory"][0]
+    per_rank = [m.get("torch_peak_bytes", 0) / 2**30 for m in logs[-1]["memory"]]
     start = next(e for e in evs if e["event"] == "start")
     return {"step_s": statistics.median(steps), "wall_s": wall, "torch_peak_gib": mem.get("torch_peak_bytes", 0) / 2**30,
-            "nvml_peak_gib": sampler.peak / 2**30, "nvidia_smi_checks": sampler.checks[-3:],
+            "nvml_peak_gib": sampler.peak / 2**30, "nvidia_smi_checks": sampler.checks[-3 * len(sampler.peaks or [0]):],
+            "torch_peak_gib_per_rank": per_rank, "nvml_peak_gib_per_gpu": {i: b / 2**30 for i, b in sampler.peaks.items()},
             "start_devices": start["devices"], "speedups": start.get("speedups"),
             "real_tokens_per_s": statistics.median(e["tokens_per_sec"] for e in logs[2:]) if len(logs) > 2 else None,
             "loss_first_last": [logs[0]["loss"], logs[-1]["loss"]]}
 
 
 def run_bare(a, job: specmod.JobSpec, data: Path, speedups: dict | None = None) -> dict:
-    argv = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1", "--master_port", str(free_port()),
+    argv = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", str(job.num_processes), "--master_port", str(free_port()),
             str(ROOT / "benchmarks/bare_trainer.py"), "--model", job.model_name_or_path, "--data", str(data),
             "--output_dir", job.output_dir + "-bare", "--finetuning", job.finetuning_type, "--max_steps", str(job.max_steps),
             "--batch", str(job.per_device_train_batch_size), "--cutoff", str(job.cutoff_len), "--lr", str(job.learning_rate),
@@ -293,6 +299,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each script per config, alternating which goes first")
     ap.add_argument("--tiny", action="store_true", help="a tiny model on CPU: checks the harness, measures nothing")
     ap.add_argument("--workdir", default="/tmp/zb-matrix")
+    ap.add_argument("--gpus", type=int, default=1, help="processes (GPUs) per job; tokens/s counts all, MFU divides by all")
+    ap.add_argument("--prepare-only", action="store_true", help="build the model and the data, then stop")
     ap.add_argument("--grow-host-gib", type=int, default=0,
                     help="touch this much host memory first (microVMs whose memory grows on first use)")
     a = ap.parse_args()
@@ -311,12 +319,14 @@ def main() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
     make_data(data, shape["vocab_size"], seq)
     print(f"model and data ready in {time.time() - t:.0f} s", flush=True)
+    if a.prepare_only:
+        return
     if a.grow_host_gib:
         grow_host_memory(a.grow_host_gib)
     peak = peak_matmul_tflops()
     wanted = [c for c in a.configs.split(",") if c]
     results = json.loads(Path(a.out).read_text()) if Path(a.out).is_file() else {"rows": []}
-    results.update(model={**shape, "seq": seq, "micro_batch": batch}, matmul_tflops=peak,
+    results.update(model={**shape, "seq": seq, "micro_batch": batch}, matmul_tflops=peak, gpus_per_job=a.gpus,
                    host_mem_total_gib=host_mem_total_gib())
     done = {r["config"] for r in results["rows"] if "error" not in r.get("zeroboard", {})}
     every = [(m, st, off) for m in METHODS for st, off in STAGES]
@@ -331,14 +341,14 @@ def main() -> None:
             cutoff_len=seq, learning_rate=1e-5 if method == "full" else 1e-4, max_steps=a.steps,
             per_device_train_batch_size=batch, precision="fp32" if a.tiny else "bf16", logging_steps=1,
             lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
-            device_type="cpu" if a.tiny else "cuda", num_processes=1, deepspeed_stage=stage, offload=offload,
+            device_type="cpu" if a.tiny else "cuda", num_processes=a.gpus, deepspeed_stage=stage, offload=offload,
             lr_scheduler_type="constant")
         row = {"config": name, **measure(a, job, work, data)}
         zb = row["zeroboard"]
         if "step_s" in zb:
-            zb["tokens_per_s"] = batch * seq / zb["step_s"]
+            zb["tokens_per_s"] = batch * seq * a.gpus / zb["step_s"]
             if peak:
-                zb["mfu"] = zb["tokens_per_s"] * flops_per_token(shape, seq, method) / (peak * 1e12)
+                zb["mfu"] = zb["tokens_per_s"] * flops_per_token(shape, seq, method) / (peak * a.gpus * 1e12)
             est = planner_estimate(job)
             if est is not None:
                 row["planner_gib"] = est

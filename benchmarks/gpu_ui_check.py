@@ -259,6 +259,13 @@ def compare_gpu(panel: dict, nv: dict, job_pids: set[int], server_pid: int) -> d
             "panel_pids": sorted(ours), "smi_pids": sorted(theirs)}
 
 
+def placement(procs: list[dict], gpus: list[int]) -> dict:
+    """Each rank's process on the GPU chosen for it: rank r on gpus[r] (nvidia-smi's numbering)."""
+    where = {int(p["rank"]): p["gpu"] for p in procs if str(p["rank"]).strip().isdigit()}
+    want = dict(enumerate(gpus))
+    return {"ok": where == want, "rank_to_gpu": where, "chosen": want}
+
+
 def compare_cpu(panel: dict, state: runner.JobState) -> dict:
     """CPU: the panel's rank rows (pid, RSS) against the job's trainer processes seen through psutil."""
     trainers = monitor.rank_map(state)
@@ -331,13 +338,13 @@ def make_job(a, work: Path) -> specmod.JobSpec:
             model_name_or_path=str(Path(a.model).resolve()), finetuning_type=a.finetuning, dataset_dir=str(data.parent),
             dataset=[str(data)], cutoff_len=a.seq or 1024, per_device_train_batch_size=a.batch or 8,
             learning_rate=1e-5, lr_scheduler_type="constant", max_steps=a.steps, logging_steps=1, precision="auto",
-            output_dir=out, device_type=kind, num_processes=1, gpu_ids=[a.gpu] if not a.cpu else [],
-            deepspeed_stage="none")
+            output_dir=out, device_type=kind, num_processes=len(a.gpus), gpu_ids=[] if a.cpu else a.gpus,
+            deepspeed_stage=a.stage)
     return specmod.JobSpec(
         model_name_or_path=str(ROOT / specmod.DEMO_MODEL), finetuning_type=a.finetuning,
         dataset_dir=str(ROOT / specmod.DEMO_DATA_DIR), dataset=["identity", "demo_alpaca"], cutoff_len=a.seq or 128,
         per_device_train_batch_size=a.batch or 8, max_steps=a.steps, logging_steps=1, output_dir=out, device_type=kind,
-        num_processes=1, gpu_ids=[a.gpu] if not a.cpu else [], deepspeed_stage="none")
+        num_processes=len(a.gpus), gpu_ids=[] if a.cpu else a.gpus, deepspeed_stage=a.stage)
 
 
 def first_step(state: runner.JobState, manager: runner.JobManager, budget: Budget, cap: float) -> tuple[runner.JobState, int]:
@@ -395,13 +402,15 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=100000, help="max_steps: the job must still run when it is aborted")
     ap.add_argument("--seq", type=int, default=0, help="cutoff_len (default 1024 with --model, 128 for the demo)")
     ap.add_argument("--batch", type=int, default=0, help="micro-batch (default 8)")
-    ap.add_argument("--gpu", type=int, default=0, help="which GPU the job uses")
+    ap.add_argument("--gpus", default="0", help="the GPUs the job uses, in rank order: 1,0 puts rank 0 on GPU 1")
+    ap.add_argument("--stage", default="none", choices=["none", "2", "3"], help="DeepSpeed stage of the job")
     ap.add_argument("--reads", type=int, default=3, help="panel vs nvidia-smi comparisons while the job trains")
     ap.add_argument("--budget", type=float, default=150, help="hard limit on the whole check, seconds")
     ap.add_argument("--workdir", help="work dir (default: a fresh temp dir, removed at the end)")
     a = ap.parse_args()
     if a.model and not a.data:
         ap.error("--model needs --data")
+    a.gpus = [int(g) for g in a.gpus.split(",")]
     a.out = str(Path(a.out).resolve())  # the check changes into its work dir
     a.model, a.data = (str(Path(p).resolve()) if p else None for p in (a.model, a.data))
 
@@ -445,7 +454,7 @@ def main() -> int:
         idle = smi_view() if gpu else None
         res["idle"] = idle
         if gpu:
-            log(f"idle GPU {a.gpu}: {idle['gpus'][a.gpu]['used_mib']} MiB used, processes {idle['procs']}")
+            log(f"idle GPUs {a.gpus}: {[idle['gpus'][g]['used_mib'] for g in a.gpus]} MiB used, processes {idle['procs']}")
 
         # 2. the job, through the runner the Start button uses
         os.chdir(work)  # the command's cwd, as the server's Start would have it
@@ -487,6 +496,9 @@ def main() -> int:
             if gpu:
                 row["nvidia_smi"] = nv
                 row["compare"] = compare_gpu(panel, nv, pids, server.pid)
+                row["placement"] = placement(row["compare"]["procs"], a.gpus)
+                if not row["placement"]["ok"]:
+                    fail(f"read {i}: ranks not on the GPUs chosen: {row['placement']}")
                 row["smi_s_after_panel"] = round(time.time() - panel["at"], 2)
             else:
                 row["nvidia_smi"] = "skipped: --cpu (no GPU)"
@@ -534,20 +546,20 @@ def main() -> int:
         if left_runner or left_any:
             fail(f"processes of the job left after abort: {left_runner or left_any}")
         if gpu:
-            idle_used = idle["gpus"][a.gpu]["used_mib"]
+            idle_used = {g: idle["gpus"][g]["used_mib"] for g in a.gpus}
             deadline = time.time() + budget.left(30)
             while True:
                 nv = smi_view()
                 held = [p for p in nv["procs"] if p["pid"] in seen_pids]
-                used = nv["gpus"][a.gpu]["used_mib"]
-                released = not held and used <= idle_used + USED_TOL_MIB
+                used = {g: nv["gpus"][g]["used_mib"] for g in a.gpus}
+                released = not held and all(used[g] <= idle_used[g] + USED_TOL_MIB for g in a.gpus)
                 if released or time.time() >= deadline:
                     break
                 time.sleep(0.5)
             res["abort"].update(gpu_released=released, gpu_release_s=round(time.time() - t_abort, 2), idle_used_mib=idle_used,
                                 used_after_mib=used, job_pids_on_gpu_after=held, gpu_procs_after=nv["procs"])
             if not released:
-                fail(f"GPU {a.gpu} after abort: {used} MiB used (idle {idle_used}), job processes on it {held}")
+                fail(f"GPUs {a.gpus} after abort: {used} MiB used (idle {idle_used}), job processes on them {held}")
         else:
             res["abort"]["gpu_released"] = "skipped: --cpu (no GPU)"
         after = page.read()

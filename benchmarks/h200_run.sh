@@ -5,6 +5,8 @@
 #   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
 #   bash benchmarks/h200_run.sh matrix CONFIGS [TIMEOUT_S] [REPEATS]  # gpu_matrix.py for a comma list of configs
 #   (GROW_GIB=48 by default: host memory touched first, see gpu_matrix.grow_host_memory)
+#   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
+#                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -27,6 +29,15 @@ case "$1" in
     timeout "${3:-560}" python3 benchmarks/gpu_matrix.py --out "$OUT/h200.json" --configs "$2" --steps 20 --workdir $W \
       --repeats "${4:-1}" --grow-host-gib "${GROW_GIB:-48}" \
       >"$OUT/matrix.log" 2>&1; echo "matrix rc=$?"; tail -n 14 "$OUT/matrix.log" ;;
+  multi)
+    python3 benchmarks/gpu_matrix.py --prepare-only --out "$OUT/h200-x2.json" --workdir $W >"$OUT/prepare.log" 2>&1
+    echo "prepare rc=$?"; tail -n 2 "$OUT/prepare.log"
+    timeout 100 python3 benchmarks/gpu_ui_check.py --model $W/model-1b --data $W/data-1024.json --workdir /tmp/zb-ui-work \
+      --gpus 1,0 --stage 2 --budget 90 --out "$OUT/ui_check_x2.json" >"$OUT/ui_check_x2.log" 2>&1; echo "ui_check rc=$?"
+    grep '^SUMMARY' "$OUT/ui_check_x2.log" | cut -c1-2500
+    cp /tmp/zb-ui-work/server.log "$OUT/" 2>/dev/null
+    timeout "${3:-150}" python3 benchmarks/gpu_matrix.py --gpus 2 --out "$OUT/h200-x2.json" --configs "$2" --steps 20 \
+      --workdir $W >"$OUT/matrix_x2.log" 2>&1; echo "matrix rc=$?"; tail -n 6 "$OUT/matrix_x2.log" ;;
 esac
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 true

@@ -188,6 +188,25 @@ def test_h200_matrix_within_ten_percent(stage, offload, ft):
         assert bare == pytest.approx(REFERENCE[(stage, offload, ft)], rel=0.10)
 
 
+# benchmarks/results/h200-x2.json: full fine-tuning, Liger on; torch peak per GPU on 2 GPUs, and how much
+# less that is than the same config on 1 GPU (benchmarks/results/h200.json)
+MEASURED_TWO_GPUS = {"2": 20.30, "3": 23.12}
+SAVED_PER_GPU = {"2": 6.15, "3": 6.33}
+
+
+@pytest.mark.parametrize("stage", list(MEASURED_TWO_GPUS))
+def test_two_h200_rows_within_ten_percent_and_smaller_per_gpu(stage, monkeypatch):
+    monkeypatch.setattr("zeroboard.checks.installed", lambda module: True)  # Liger was installed there
+    shape = planner.shape_from_config(LLAMA_1B)
+    two = planner.estimate(job(deepspeed_stage=stage, finetuning_type="full", num_processes=2, liger_kernel="auto"),
+                           h200(n=2), model=shape)
+    one = planner.estimate(job(deepspeed_stage=stage, finetuning_type="full", liger_kernel="auto"), h200(), model=shape)
+    assert two.peak_bytes / GIB == pytest.approx(MEASURED_TWO_GPUS[stage], rel=0.10)
+    # what the second GPU takes over is the sharded model states; the activations stay per GPU
+    assert (one.peak_bytes - two.peak_bytes) / GIB == pytest.approx(SAVED_PER_GPU[stage], rel=0.10)
+    assert two.breakdown["activations"] == one.breakdown["activations"]
+
+
 # --- verdict and recommendation -------------------------------------------------------------------
 
 def test_recommends_the_fastest_setting_that_fits_on_one_gpu():
