@@ -199,6 +199,8 @@ def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, pag
     page.wait_for_selector("#zb-preview:text('预览命令')")
     for label in ("设备数量", "DeepSpeed stage", "使用 offload", "开始"):
         assert page.get_by_text(label, exact=True).first.is_visible(), label
+    page.wait_for_selector("#zb-plan :text('显存估算')")  # the memory plan follows the language too
+    assert "Memory plan" not in page.locator("#zb-plan").inner_text()
 
 
 def test_abort_stops_the_job_and_no_process_remains(server, page, workdir):

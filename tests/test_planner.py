@@ -7,6 +7,7 @@ project's own runs of the real trainer (benchmarks/planner_accuracy.py --gpu-mat
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -305,6 +306,9 @@ def test_plan_command(tmp_path, capsys):
     assert planner.cmd_plan(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["params"] == 1352 and out["setting"] == "no DeepSpeed" and out["fits"] is True
+    args.json, args.lang = False, "zh"
+    assert planner.cmd_plan(args) == 0
+    assert capsys.readouterr().out.startswith("### 显存估算:不用 DeepSpeed,")
 
 
 def test_web_panel_and_launch_record_never_raise(tmp_path):
@@ -358,3 +362,38 @@ def test_eager_attention_keeps_the_attention_weights():
     t, seq = 8 * 1024, 1024  # job(): micro-batch 8, cutoff 1024 (the H200 runs: +34.2 GiB measured)
     extra = eager.activation_detail["layers"] - sdpa.activation_detail["layers"]
     assert extra == t * 22 * 32 * seq * 6
+
+
+# --- the plan in Chinese ------------------------------------------------------------------------
+
+def _figures(text: str) -> list[str]:
+    return sorted(re.findall(r"\d[\d,]*\.\d+", text))
+
+
+@pytest.mark.parametrize("kw", [dict(finetuning_type="full"), dict(finetuning_type="lora", deepspeed_stage="3", offload=True),
+                                dict(finetuning_type="full", deepspeed_stage="2", num_processes=2),
+                                dict(finetuning_type="full", pure_bf16=True)])
+def test_the_chinese_plan_has_the_same_figures_and_no_english_sentences(kw):
+    shape = planner.shape_from_config(LLAMA_1B)
+    plan = planner.estimate(job(**kw), h200(30, n=kw.get("num_processes", 1)), model=shape)
+    en, zh = plan.markdown(), plan.markdown("zh")
+    assert _figures(zh) == _figures(en)
+    assert zh.startswith("### 显存估算:") and "峰值出现在" in zh
+    for english in ("Memory plan", "Peak at", "Activations", "fits", "Recommendation", "per GPU", "every GPU", "split"):
+        assert english not in zh, english
+
+
+def test_the_chinese_plan_names_the_advice_and_every_note():
+    from zeroboard import plan_zh
+
+    assert set(plan_zh.NOTES) == set(planner.NOTES) and set(plan_zh.PHASES) == set(planner.PHASES)
+    tight = planner.estimate(job(finetuning_type="full"), h200(30), model=planner.shape_from_config(LLAMA_1B))
+    assert tight.advice == {"kind": "use", "setting": "no DeepSpeed + gradient checkpointing", "current": "no DeepSpeed",
+                            "current_fits": False}
+    assert "**建议:**改用「不用 DeepSpeed + 梯度检查点」" in tight.markdown("zh")
+    cpu = planner.estimate(job(device_type="cpu", num_processes=2, deepspeed_stage="2", precision="fp32"), [],
+                           model=planner.shape_from_config(TINY))
+    zh = cpu.markdown("zh")
+    assert "2 个 CPU 进程" in zh and "GPU" not in zh.replace("CPU", "")
+    assert planner.panel(None, [], "zh").startswith("*显存估算")
+

@@ -243,6 +243,9 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     snap = live.snapshot(str(run))
     assert snap.log_text == "[rank0]:hello" and snap.loss == [{"step": 5, "loss": 1.5}]
     assert 'data-step="10"' in snap.progress_html and "finished" in snap.final_md
+    assert "step 10/10 · elapsed 0:05 · ETA 0:00" in snap.progress_html and "exit code: `0`" in snap.final_md
+    zh = live.snapshot(str(run), "zh")
+    assert "第 10/10 步 · 已用 0:05 · 预计剩余 0:00" in zh.progress_html and "退出码: `0`" in zh.final_md
     with (run / runner.LOG_FILE).open("a") as fh:
         fh.write("[rank1]:world\n")
     snap2 = live.snapshot(str(run))

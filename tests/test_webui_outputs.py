@@ -56,11 +56,12 @@ def plan_fn(demo):
 def test_the_plan_is_on_the_first_paint_and_labelled_in_both_languages(gr, manager):
     from zeroboard.webui import app
 
-    for lang, word in (("en", "Memory plan (per device)"), ("zh", "显存估算")):
+    for lang, word, heading in (("en", "Memory plan (per device)", "### Memory plan: no DeepSpeed on 2 CPU processes"),
+                                ("zh", "显存估算(每个设备)", "### 显存估算:不用 DeepSpeed,2 个 CPU 进程")):
         demo = app.build_app(manager, lang=lang, gpus=[])
         config = demo.get_config_file()
         plan = next(c for c in config["components"] if c["props"].get("elem_id") == "zb-plan")
-        assert plan["props"]["value"].startswith("### Memory plan: no DeepSpeed on 2 CPU processes")
+        assert plan["props"]["value"].startswith(heading)
         assert word in json.dumps(config, ensure_ascii=False, default=str)
 
 
@@ -69,14 +70,17 @@ def test_the_plan_follows_every_field_the_planner_reads(gr, manager):
 
     demo = app.build_app(manager, gpus=[])
     fn = plan_fn(demo)
-    assert len(fn.targets) == len([n for n in handlers.PLAN_FIELDS if n != "gpu_ids"])  # no GPU picker on CPU
+    # every field the planner reads (no GPU picker on CPU), and the language
+    assert len(fn.targets) == len([n for n in handlers.PLAN_FIELDS if n != "gpu_ids"]) + 1
     names = [c.elem_id.removeprefix("zb-") for c in fn.inputs]
+    assert names[-1] == "lang"
 
-    def plan(**changes) -> str:
-        values = {**dict.fromkeys(names), **demo_values(Path("runs/x"), **changes)}
+    def plan(lang: str = "en", **changes) -> str:
+        values = {**dict.fromkeys(names), **demo_values(Path("runs/x"), **changes), "lang": lang}
         return fn.fn(*[values[n] for n in names])
 
     assert "no DeepSpeed on 2 CPU processes" in plan()
+    assert "ZeRO-3,2 个 CPU 进程" in plan("zh", deepspeed_stage="3")
     assert "ZeRO-2 on 2 CPU processes" in plan(deepspeed_stage="2")
     assert "ZeRO-3 on 3 CPU processes" in plan(deepspeed_stage="3", num_processes=3)
     assert "micro-batch 4 x 256 tokens; gradient checkpointing" in plan(per_device_train_batch_size=4,
@@ -206,6 +210,7 @@ def test_export_refuses_a_used_folder_before_starting_anything(tmp_path, monkeyp
     (used / "file").write_text("x")
     assert "already exists" in output_check.export("merge", str(run), str(used))[0]
     assert "Give a new folder" in output_check.export("consolidate", str(run), " ")[0]
+    assert "`" + str(used) + "` 已经存在" in output_check.export("merge", str(run), str(used), lang="zh")[0]
     assert "No run selected" in output_check.not_ready(runner.JobManager(index=tmp_path / "r.json"), None)
 
 
@@ -271,7 +276,7 @@ def test_reload_and_answer_a_trained_demo(trained, manager):
     assert report["matches"][0] is not None  # "Who are you?" is an identity question: the check judges it
     table, message, again = output_check.reload_and_answer(str(trained), "Who are you?", lang="zh", with_base=False)
     assert again["prompts"] == ["Who are you?"] and "base_answers" not in again
-    assert table.startswith("| 问题 | 微调后回答 |") and "Who are you?" in table and "Reloaded lora_adapter" in message
+    assert table.startswith("| 问题 | 微调后回答 |") and "Who are you?" in table and "重新加载 lora_adapter" in message
     assert _listing(trained) == before  # the check never writes into the run
 
 

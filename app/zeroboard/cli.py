@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     job_cmd("validate", cmd_validate, "check a job without starting it")
     plan = job_cmd("plan", planner.cmd_plan, "estimate per-device memory for the chosen stage and offload")
     plan.add_argument("--json", action="store_true")
+    plan.add_argument("--lang", choices=["en", "zh"], help="words of the plan (default: $ZEROBOARD_LANG or en)")
     from .outputs import add_commands
 
     add_commands(sub)  # check, inspect, consolidate, merge

@@ -26,6 +26,7 @@ memory is taken for the longest batch (micro-batch x cutoff_len tokens).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -493,7 +494,8 @@ class Plan:
     activation_detail: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     alternatives: list[dict] = field(default_factory=list)  # other settings: label, peak, fits
-    recommendation: str = ""
+    recommendation: str = ""  # ``advice`` in English words (plan.json, the CLI)
+    advice: dict = field(default_factory=dict)  # kind: keep | use | nothing_fits | ram_does_not_fit, and its settings
 
     @property
     def needed_bytes(self) -> int:
@@ -509,8 +511,12 @@ class Plan:
         d.update(fits=self.fits, needed_bytes=self.needed_bytes, setting=self.setup.label())
         return d
 
-    def markdown(self) -> str:
-        return render_markdown(self)
+    def markdown(self, lang: str = "en") -> str:
+        return render_markdown(self, lang)
+
+
+PHASES = {"forward": "end of the forward pass (all activations kept for backward, loss being computed)",
+          "step": "optimizer step (all gradients alive, activations freed)"}
 
 
 def _plan_one(shape: ModelShape, s: Setup) -> Plan:
@@ -525,12 +531,12 @@ def _plan_one(shape: ModelShape, s: Setup) -> Plan:
     forward = base + act_total + act["loss_temporaries"] + st["live_params"]
     step = base + st["grads_at_step"]
     if forward >= step:
-        phase = "end of the forward pass (all activations kept for backward, loss being computed)"
+        phase = PHASES["forward"]
         breakdown = {"weights": st["weights"], "gradients": st["grads"], "optimizer states": st["optimizer"],
                      "activations": act_total + act["loss_temporaries"],
                      "buffers": st["buffers"] + st["live_params"]}
     else:
-        phase = "optimizer step (all gradients alive, activations freed)"
+        phase = PHASES["step"]
         breakdown = {"weights": st["weights"], "gradients": st["grads"] + st["grads_at_step"],
                      "optimizer states": st["optimizer"],
                      "activations": 0, "buffers": st["buffers"]}
@@ -597,14 +603,14 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     plan.capacity_bytes = _capacity(s, gpus, ids, host_available)
     plan.notes = notes_for(plan)
     if s.device == "cuda" and not spec.deepspeed:
-        plan.alternatives, plan.recommendation = recommend(shape, s, plan.capacity_bytes)
+        plan.alternatives, plan.advice = recommend(shape, s, plan.capacity_bytes)
     elif plan.fits is False:
-        plan.recommendation = ("does not fit in the RAM available per process: lower the micro-batch or cutoff_len, "
-                               "use fewer processes, or turn on gradient checkpointing")
+        plan.advice = {"kind": "ram_does_not_fit"}
+    plan.recommendation = advice_text(plan.advice)
     return plan
 
 
-def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[dict], str]:
+def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[dict], dict]:
     """Every stage/offload setting's peak, and the fastest that fits.
 
     Order: no DeepSpeed > ZeRO-2 > ZeRO-3 > ZeRO-2 + offload > ZeRO-3 + offload (the H200 table), with
@@ -622,39 +628,67 @@ def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[d
                          "peak_bytes": p.peak_bytes, "needed_bytes": p.needed_bytes,
                          "host_bytes": p.host_bytes, "fits": fits})
     if capacity is None:
-        return rows, ""
+        return rows, {}
     current = next(r for r in rows if r["stage"] == s.stage and r["offload"] == s.offload_optimizer
                    and r["gradient_checkpointing"] == s.checkpointing)
     ranked = sorted(rows, key=lambda r: STEP_COST[(r["stage"], r["offload"])]
                     * (CHECKPOINTING_COST if r["gradient_checkpointing"] else 1.0))
     best = next((r for r in ranked if r["fits"]), None)
     if best is None:
-        return rows, ("nothing fits, not even ZeRO-3 + offload with gradient checkpointing: lower the micro-batch "
-                      "or cutoff_len, use LoRA, or add GPUs")
+        return rows, {"kind": "nothing_fits"}
     if best is current:
-        return rows, f"keep {current['setting']}: the fastest setting that fits"
-    verb = "fits" if current["fits"] else "does not fit"
-    return rows, f"use {best['setting']}: the fastest setting that fits ({s.label()} {verb})"
+        return rows, {"kind": "keep", "setting": current["setting"]}
+    return rows, {"kind": "use", "setting": best["setting"], "current": s.label(), "current_fits": bool(current["fits"])}
+
+
+def advice_text(advice: dict) -> str:
+    kind = advice.get("kind")
+    if kind == "nothing_fits":
+        return ("nothing fits, not even ZeRO-3 + offload with gradient checkpointing: lower the micro-batch "
+                "or cutoff_len, use LoRA, or add GPUs")
+    if kind == "ram_does_not_fit":
+        return ("does not fit in the RAM available per process: lower the micro-batch or cutoff_len, "
+                "use fewer processes, or turn on gradient checkpointing")
+    if kind == "keep":
+        return f"keep {advice['setting']}: the fastest setting that fits"
+    if kind == "use":
+        verb = "fits" if advice["current_fits"] else "does not fit"
+        return f"use {advice['setting']}: the fastest setting that fits ({advice['current']} {verb})"
+    return ""
+
+
+NOTES = {
+    "checkpointing": "gradient checkpointing would keep only each layer's input, not all its activations",
+    "one_gpu": "on one GPU ZeRO-2/3 split nothing: they cost memory and speed compared with no DeepSpeed",
+    "lora_zero3": "under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 "
+                  "(and ZeRO-3 saves the frozen layers' inputs): activations are about twice ZeRO-2's",
+    "autocast": "without DeepSpeed ZeroBoard keeps fp32 weights and trains under autocast: 16-bit copies of "
+                "the weights are kept for the backward pass (counted in activations); pure bf16 drops "
+                "the fp32 copy and AdamW's fp32 states at some cost in precision",
+    "fused_loss": "Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor",
+    "cpu": "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
+}
+
+
+def note_keys(plan: Plan) -> list[str]:
+    s, keys = plan.setup, []
+    if plan.breakdown["activations"] > plan.peak_bytes / 2 and not s.checkpointing:
+        keys.append("checkpointing")
+    if s.deepspeed and s.world == 1 and not s.offload_optimizer:
+        keys.append("one_gpu")
+    if s.finetuning == "lora" and s.stage == "3" and s.half:
+        keys.append("lora_zero3")
+    if s.device == "cuda" and not s.deepspeed and s.half and not s.pure_bf16:
+        keys.append("autocast")
+    if s.fused_loss:
+        keys.append("fused_loss")
+    if s.device == "cpu":
+        keys.append("cpu")
+    return keys
 
 
 def notes_for(plan: Plan) -> list[str]:
-    s, notes = plan.setup, []
-    if plan.breakdown["activations"] > plan.peak_bytes / 2 and not s.checkpointing:
-        notes.append("gradient checkpointing would keep only each layer's input, not all its activations")
-    if s.deepspeed and s.world == 1 and not s.offload_optimizer:
-        notes.append("on one GPU ZeRO-2/3 split nothing: they cost memory and speed compared with no DeepSpeed")
-    if s.finetuning == "lora" and s.stage == "3" and s.half:
-        notes.append("under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 "
-                     "(and ZeRO-3 saves the frozen layers' inputs): activations are about twice ZeRO-2's")
-    if s.device == "cuda" and not s.deepspeed and s.half and not s.pure_bf16:
-        notes.append("without DeepSpeed ZeroBoard keeps fp32 weights and trains under autocast: 16-bit copies of "
-                     "the weights are kept for the backward pass (counted in activations); pure bf16 drops "
-                     "the fp32 copy and AdamW's fp32 states at some cost in precision")
-    if s.fused_loss:
-        notes.append("Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor")
-    if s.device == "cpu":
-        notes.append("CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime")
-    return notes
+    return [NOTES[k] for k in note_keys(plan)]
 
 
 # --- words ----------------------------------------------------------------------------------
@@ -711,7 +745,12 @@ def _formula_text(plan: Plan) -> str:
             f"N GPUs; each layer's weights are gathered just before use.{one}{off}{lora_txt}")
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, lang: str = "en") -> str:
+    """The plan panel; ``lang`` "zh" gives the same figures in Chinese (plan_zh)."""
+    if lang == "zh":
+        from .plan_zh import render_markdown_zh
+
+        return render_markdown_zh(plan)
     s, b = plan.setup, plan.breakdown
     dev = "GPU" if s.device == "cuda" else "CPU process"
     devs = dev + ("es" if s.device == "cpu" else "s") if s.world > 1 else dev
@@ -764,9 +803,9 @@ def render_markdown(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def text(plan: Plan) -> str:
+def text(plan: Plan, lang: str = "en") -> str:
     """Plain-terminal rendering (the markdown without emphasis)."""
-    return render_markdown(plan).replace("**", "")
+    return render_markdown(plan, lang).replace("**", "")
 
 
 # --- the run record: estimate next to the measurement ------------------------------------------------
@@ -792,14 +831,15 @@ def record_plan(spec: JobSpec, output_dir: str | Path, gpus: list[devices.Gpu] |
     return plan
 
 
-def panel(spec: JobSpec | None, gpus: list[devices.Gpu]) -> str:
+def panel(spec: JobSpec | None, gpus: list[devices.Gpu], lang: str = "en") -> str:
     """The web form's live panel: the plan as markdown, or why there is none (never raises)."""
+    zh = lang == "zh"
     if spec is None:
-        return "*Memory plan: fix the marked fields first.*"
+        return "*显存估算:请先修正标出的字段。*" if zh else "*Memory plan: fix the marked fields first.*"
     try:
-        return render_markdown(estimate(spec, gpus))
+        return render_markdown(estimate(spec, gpus), lang)
     except PlanError as e:
-        return f"*Memory plan unavailable: {e}*"
+        return f"*{'无法估算显存' if zh else 'Memory plan unavailable'}: {e}*"
 
 
 def measured_vs_estimate(run_dir: str | Path) -> dict | None:
@@ -856,5 +896,6 @@ def cmd_plan(args) -> int:
     except PlanError as e:
         print(f"plan: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(plan.to_dict(), indent=2, default=str) if getattr(args, "json", False) else text(plan))
+    lang = getattr(args, "lang", None) or os.environ.get("ZEROBOARD_LANG", "en")
+    print(json.dumps(plan.to_dict(), indent=2, default=str) if getattr(args, "json", False) else text(plan, lang))
     return 1 if plan.fits is False else 0

@@ -315,7 +315,7 @@ def reload_and_answer(t: Tab) -> None:
     def answered():
         text = t.pg.locator("#zb-answers .prose").first.inner_text().strip() if t.has("#zb-answers .prose") else ""
         message = t.pg.locator("#zb-output-message").inner_text() if t.has("#zb-output-message") else ""
-        if "failed" in message.lower():
+        if "failed" in message.lower() or "失败" in message:
             raise RuntimeError(f"Reload and answer failed on the {t.lang} page: {message}")
         return text
 

@@ -130,10 +130,10 @@ PLAN_FIELDS = ("model_name_or_path", "finetuning_type", "deepspeed_stage", "offl
                "gradient_checkpointing", "lora_rank", "lora_target")
 
 
-def plan_markdown(values: dict, gpus: list[devices.Gpu]) -> str:
+def plan_markdown(values: dict, gpus: list[devices.Gpu], lang: str = "en") -> str:
     """The memory plan of the form as it stands, or which fields keep it from being planned (never raises)."""
     job, problems = form_to_spec(values)
-    text = planner.panel(job, gpus)
+    text = planner.panel(job, gpus, lang)
     if job is None and problems:
         text += "\n\n" + "\n".join(f"- `{k}`: {html.escape(v)}" for k, v in problems.items())
     return text

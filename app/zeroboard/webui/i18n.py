@@ -124,6 +124,27 @@ UI: dict[str, tuple[str, str]] = {
     "base_answer": ("Base answer", "原模型回答"),
     "matches": ("Matches the training answer", "与训练答案一致"),
     "identity": ("Identity answers matching the training answer: {n} of {m}", "身份问答与训练答案一致:{n} / {m}"),
+    # sentences with {placeholders}: fill them with i18n.say
+    "progress_line": ("step {step}/{total} · elapsed {wall} · ETA {eta}", "第 {step}/{total} 步 · 已用 {wall} · 预计剩余 {eta}"),
+    "progress_wait": ("waiting for the first step · elapsed {wall}", "等待第一步 · 已用 {wall}"),
+    "exit_code": ("exit code", "退出码"),
+    "failed_rank": ("failed rank", "出错的进程"),
+    "note": ("note", "注意"),
+    "need_prompt": ("Give at least one prompt (one per line).", "请至少写一个问题(每行一个)。"),
+    "reloading": ("Reloading `{run}` and its base model in a separate process…", "正在独立进程中重新加载 `{run}` 及其基座模型…"),
+    "reload_failed": ("**Reload failed:** {why}", "**重新加载失败:**{why}"),
+    "reloaded": ("Reloaded {kind} from `{path}` in a separate process.", "已在独立进程中从 `{path}` 重新加载 {kind}。"),
+    "writing": ("{what}: writing `{out}` in a separate process…", "{what}:正在独立进程中写入 `{out}`…"),
+    "export_no_dir": ("**{what}: nothing written.** Give a new folder for the model.", "**{what}:没有写入任何文件。**请给出新模型的目录。"),
+    "export_exists": ("**{what}: nothing written.** `{out}` already exists; choose a new folder.",
+                      "**{what}:没有写入任何文件。**`{out}` 已经存在,请换一个新目录。"),
+    "export_failed": ("**{what} failed:** {why}", "**{what}失败:**{why}"),
+    "wrote_consolidated": ("Wrote `{path}`: {parameters:,} parameters (fp32) from `{src}` (step {step}).",
+                           "已写入 `{path}`:从 `{src}`(第 {step} 步)整合出 {parameters:,} 个参数(fp32)。"),
+    "wrote_merged": ("Wrote `{path}`: `{base}` with the adapter merged in ({parameters:,} parameters).",
+                     "已写入 `{path}`:`{base}` 合并了适配器({parameters:,} 个参数)。"),
+    "loads_with": (" It loads with `AutoModelForCausalLM.from_pretrained(path)`; the run was not changed.",
+                   "可用 `AutoModelForCausalLM.from_pretrained(path)` 加载;本次运行的内容没有改动。"),
 }
 
 STATUS = {
@@ -158,3 +179,8 @@ def info(name: str, lang: str = DEFAULT) -> str:
 
 def status(key: str, lang: str = DEFAULT) -> str:
     return _pick(STATUS.get(key, (key, key)), lang)
+
+
+def say(key: str, lang: str = DEFAULT, **values) -> str:
+    """A page sentence in ``lang`` with its {placeholders} filled."""
+    return label(key, lang).format(**values)

@@ -101,7 +101,7 @@ def _dur(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def progress_html(reader: RunReader, state: runner.JobState) -> str:
+def progress_html(reader: RunReader, state: runner.JobState, lang: str = i18n.DEFAULT) -> str:
     last = reader.logs[-1] if reader.logs else None
     total = (last or {}).get("total_steps") or (reader.start or {}).get("total_steps") or 0
     step = (last or {}).get("step", 0)
@@ -111,8 +111,8 @@ def progress_html(reader: RunReader, state: runner.JobState) -> str:
     end = state.ended or time.time()
     wall = end - state.started if state.started else None
     eta = (last or {}).get("eta") if state.active else 0
-    text = (f"step {step}/{total or '?'} · elapsed {_dur(wall)} · ETA {_dur(eta)}"
-            if (last or reader.start) else f"waiting for the first step · elapsed {_dur(wall)}")
+    text = (i18n.say("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
+            if (last or reader.start) else i18n.say("progress_wait", lang, wall=_dur(wall)))
     return (f'<div class="zb-progress" data-step="{step}" data-total="{total}">'
             f'<div class="zb-bar"><div style="width:{pct:.1f}%"></div></div><span>{html.escape(text)}</span></div>')
 
@@ -124,7 +124,7 @@ def status_html(state: runner.JobState | None, lang: str) -> str:
              f"<code>{html.escape(state.run_dir)}</code>"]
     if state.active and state.message not in ("", state.status):
         lines.append(html.escape(state.message))
-    lines += [f"note: {html.escape(n)}" for n in state.notes]
+    lines += [f"{i18n.label('note', lang)}: {html.escape(n)}" for n in state.notes]
     return f'<div class="zb-status" data-status="{state.status}">' + "<br>".join(lines) + "</div>"
 
 
@@ -163,9 +163,9 @@ def final_markdown(state: runner.JobState | None, lang: str) -> str:
         return ""
     parts = [f"**{i18n.status(state.status, lang)}**: {html.escape(state.message)}"]
     if state.exit_code is not None:
-        parts.append(f"exit code: `{state.exit_code}`")
+        parts.append(f"{i18n.label('exit_code', lang)}: `{state.exit_code}`")
     if state.status == "failed" and state.failed_rank is not None:
-        parts.append(f"failed rank: **{state.failed_rank}**")
+        parts.append(f"{i18n.label('failed_rank', lang)}: **{state.failed_rank}**")
     body = "  \n".join(parts)
     if state.status == "failed" and state.error_lines:
         body += "\n\n```text\n" + "\n".join(state.error_lines) + "\n```"
@@ -206,7 +206,7 @@ class Live:
         peaks = {m.get("rank"): m for m in last.get("memory") or []}
         snap.status, snap.started = state.status, state.started
         snap.status_md = status_html(state, lang)
-        snap.progress_html = progress_html(r, state)
+        snap.progress_html = progress_html(r, state, lang)
         snap.log_text, snap.log_version, snap.events_version = r.log_text(), r.log_version, r.events_version
         snap.loss = [{"step": e["step"], "loss": e["loss"]} for e in r.logs if e.get("loss") is not None]
         snap.lr = [{"step": e["step"], "lr": e["lr"]} for e in r.logs if e.get("lr") is not None]

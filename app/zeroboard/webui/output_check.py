@@ -190,44 +190,46 @@ def reload_and_answer(run_dir: str, prompts_text: str, lang: str = i18n.DEFAULT,
     """Reload the run's final output in a subprocess and let it answer: (answers table, message, report)."""
     prompts = parse_prompts(prompts_text)
     if not prompts:
-        return "", "Give at least one prompt (one per line).", None
+        return "", i18n.label("need_prompt", lang), None
     report, error = check_report(run_dir, prompts, with_base, timeout)
     if report is None:
-        return "", f"**Reload failed:** {error}", None
+        return "", i18n.say("reload_failed", lang, why=error), None
     result = report.get("result") or {}
-    return answers_markdown(report, lang), (f"Reloaded {result.get('kind', 'the output')} from "
-                                            f"`{result.get('path', run_dir)}` in a separate process."), report
+    return answers_markdown(report, lang), i18n.say("reloaded", lang, kind=result.get("kind", "the output"),
+                                                    path=result.get("path", run_dir)), report
 
 
 # --- consolidate / merge ------------------------------------------------------------------------
 
 
-def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOUT_S) -> tuple[str, str | None]:
+def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOUT_S,
+           lang: str = i18n.DEFAULT) -> tuple[str, str | None]:
     """Consolidate a ZeRO checkpoint or merge a LoRA adapter into a NEW folder.
 
     Returns (message, the next free folder name after a success, else None).
     """
-    what = {"consolidate": "Consolidate", "merge": "Merge"}[kind]
+    what = i18n.label(kind, lang)
     out_text = (out_dir or "").strip()
     if not out_text:
-        return f"**{what}: nothing written.** Give a new folder for the model.", None
+        return i18n.say("export_no_dir", lang, what=what), None
     cwd = launch_dir(run_dir)
     out = Path(out_text) if Path(out_text).is_absolute() else Path(cwd) / out_text
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        return f"**{what}: nothing written.** `{out}` already exists; choose a new folder.", None
+        return i18n.say("export_exists", lang, what=what, out=out), None
     res = run_cli([kind, str(run_dir), str(out), "--json"], cwd, timeout)
     if res.code is None:  # killed mid-write: drop the half-written staging folder, never the run
         shutil.rmtree(out.with_name(out.name + ".partial"), ignore_errors=True)
     if res.code != 0:
-        return f"**{what} failed:** {res.error_text(timeout)}", None
+        return i18n.say("export_failed", lang, what=what, why=res.error_text(timeout)), None
     try:
         info = json_report(res.stdout)
     except ValueError:
-        return f"**{what} failed:** no JSON report on stdout:\n\n```text\n{res.stdout[-1500:]}\n```", None
+        why = f"no JSON report on stdout:\n\n```text\n{res.stdout[-1500:]}\n```"
+        return i18n.say("export_failed", lang, what=what, why=why), None
     if kind == "consolidate":
-        msg = (f"Wrote `{info['path']}`: {info['parameters']:,} parameters (fp32) from `{info['from']}` "
-               f"(step {info['step']}).")
+        msg = i18n.say("wrote_consolidated", lang, path=info["path"], parameters=info["parameters"], src=info["from"],
+                       step=info["step"])
     else:
-        msg = f"Wrote `{info['path']}`: `{info['base_model']}` with the adapter merged in ({info['parameters']:,} parameters)."
-    msg += " It loads with `AutoModelForCausalLM.from_pretrained(path)`; the run was not changed."
+        msg = i18n.say("wrote_merged", lang, path=info["path"], base=info["base_model"], parameters=info["parameters"])
+    msg += i18n.label("loads_with", lang)
     return msg, new_dir_name(run_dir, kind)

@@ -79,26 +79,26 @@ def wire_output_check(p: OutputPanel, manager: runner.JobManager, session: gr.St
         if why:
             yield "", why, None
             return
-        yield "", f"Reloading `{run_dir}` and its base model in a separate process…", None
+        yield "", i18n.say("reloading", lang_value, run=run_dir), None
         yield output_check.reload_and_answer(run_dir, prompts, lang_value)
 
     def on_lang(report, lang_value):
         return output_check.answers_markdown(report, lang_value) if report else gr.skip()
 
     def exporter(kind: str):
-        def on_export(state, out_dir):
+        def on_export(state, out_dir, lang_value):
             run_dir = state.get("run_dir")
             why = output_check.not_ready(manager, run_dir)
             if why:
                 yield why, gr.skip()
                 return
-            yield f"{i18n.label(kind)}: writing `{out_dir}` in a separate process…", gr.skip()
-            message, next_dir = output_check.export(kind, run_dir, out_dir)
+            yield i18n.say("writing", lang_value, what=i18n.label(kind, lang_value), out=out_dir), gr.skip()
+            message, next_dir = output_check.export(kind, run_dir, out_dir, lang=lang_value)
             yield message, next_dir if next_dir else gr.skip()
         return on_export
 
     io = dict(show_progress="minimal")
     p.reload.click(on_reload, [session, p.prompts, lang], [p.answers, p.message, p.report], **io)
     lang.change(on_lang, [p.report, lang], [p.answers], show_progress="hidden")
-    p.consolidate.click(exporter("consolidate"), [session, p.consolidate_dir], [p.message, p.consolidate_dir], **io)
-    p.merge.click(exporter("merge"), [session, p.merge_dir], [p.message, p.merge_dir], **io)
+    p.consolidate.click(exporter("consolidate"), [session, p.consolidate_dir, lang], [p.message, p.consolidate_dir], **io)
+    p.merge.click(exporter("merge"), [session, p.merge_dir, lang], [p.message, p.merge_dir], **io)

@@ -75,7 +75,7 @@ def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpe
             formmod.render_section(f, "devices", names, job, lang, gpus)
         with gr.Column(scale=2, min_width=320):
             with gr.Accordion(i18n.label("plan", lang), open=True) as acc:
-                plan = gr.Markdown(planner.panel(job, gpus), max_height=460, elem_id="zb-plan")
+                plan = gr.Markdown(planner.panel(job, gpus, lang), max_height=460, elem_id="zb-plan")
     f.texts["plan"] = (acc, "label")
     return plan
 
@@ -120,7 +120,7 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
         return handlers.device_count(f.values(args), gpus)
 
     def on_plan(*args):
-        return handlers.plan_markdown(f.values(args), gpus)
+        return handlers.plan_markdown(f.values(args[:n]), gpus, args[n])
 
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
@@ -133,5 +133,5 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
     for name in ("gpu_ids", "num_processes", "device_type"):
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
-    plan_triggers = [f.fields[name].change for name in handlers.PLAN_FIELDS if name in f.fields]
-    gr.on(plan_triggers, on_plan, f.inputs, [page.plan], trigger_mode="always_last", queue=False, **io)
+    plan_triggers = [f.fields[name].change for name in handlers.PLAN_FIELDS if name in f.fields] + [lang.change]
+    gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)
