@@ -384,9 +384,11 @@ def test_the_chinese_plan_has_the_same_figures_and_no_english_sentences(kw):
 
 
 def test_the_chinese_plan_names_the_advice_and_every_note():
-    from zeroboard import plan_zh
+    from zeroboard import plan_words
 
-    assert set(plan_zh.NOTES) == set(planner.NOTES) and set(plan_zh.PHASES) == set(planner.PHASES)
+    en, zh = plan_words.WORDS["en"], plan_words.WORDS["zh"]
+    assert set(plan_words.NOTES["zh"]) == set(plan_words.NOTES["en"]) and set(zh["phases"]) == set(planner.PHASES)
+    assert set(zh) - {"finetuning"} == set(en)  # every sentence has its translation
     tight = planner.estimate(job(finetuning_type="full"), h200(30), model=planner.shape_from_config(LLAMA_1B))
     assert tight.advice == {"kind": "use", "setting": "no DeepSpeed + gradient checkpointing", "current": "no DeepSpeed",
                             "current_fits": False}

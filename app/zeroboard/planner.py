@@ -641,33 +641,10 @@ def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[d
     return rows, {"kind": "use", "setting": best["setting"], "current": s.label(), "current_fits": bool(current["fits"])}
 
 
-def advice_text(advice: dict) -> str:
-    kind = advice.get("kind")
-    if kind == "nothing_fits":
-        return ("nothing fits, not even ZeRO-3 + offload with gradient checkpointing: lower the micro-batch "
-                "or cutoff_len, use LoRA, or add GPUs")
-    if kind == "ram_does_not_fit":
-        return ("does not fit in the RAM available per process: lower the micro-batch or cutoff_len, "
-                "use fewer processes, or turn on gradient checkpointing")
-    if kind == "keep":
-        return f"keep {advice['setting']}: the fastest setting that fits"
-    if kind == "use":
-        verb = "fits" if advice["current_fits"] else "does not fit"
-        return f"use {advice['setting']}: the fastest setting that fits ({advice['current']} {verb})"
-    return ""
+def advice_text(advice: dict, lang: str = "en") -> str:
+    from .plan_words import advice_text as words
 
-
-NOTES = {
-    "checkpointing": "gradient checkpointing would keep only each layer's input, not all its activations",
-    "one_gpu": "on one GPU ZeRO-2/3 split nothing: they cost memory and speed compared with no DeepSpeed",
-    "lora_zero3": "under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 "
-                  "(and ZeRO-3 saves the frozen layers' inputs): activations are about twice ZeRO-2's",
-    "autocast": "without DeepSpeed ZeroBoard keeps fp32 weights and trains under autocast: 16-bit copies of "
-                "the weights are kept for the backward pass (counted in activations); pure bf16 drops "
-                "the fp32 copy and AdamW's fp32 states at some cost in precision",
-    "fused_loss": "Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor",
-    "cpu": "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
-}
+    return words(advice, lang)
 
 
 def note_keys(plan: Plan) -> list[str]:
@@ -687,8 +664,10 @@ def note_keys(plan: Plan) -> list[str]:
     return keys
 
 
-def notes_for(plan: Plan) -> list[str]:
-    return [NOTES[k] for k in note_keys(plan)]
+def notes_for(plan: Plan, lang: str = "en") -> list[str]:
+    from .plan_words import NOTES
+
+    return [NOTES[lang][k] for k in note_keys(plan)]
 
 
 # --- words ----------------------------------------------------------------------------------
@@ -701,105 +680,63 @@ def _count(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
 
 
-def formula_text(plan: Plan) -> str:
+def formula_text(plan: Plan, lang: str = "en") -> str:
     """Which of the guide's formulas applies here, with this model's numbers."""
-    text = _formula_text(plan)
-    return text if plan.setup.device == "cuda" else text.replace("GPUs", "processes").replace("GPU", "process")
+    from .plan_words import formula_text as words
 
-
-def _formula_text(plan: Plan) -> str:
-    s, psi, t = plan.setup, plan.params, plan.trainable
-    n = s.world
-    lora = s.finetuning == "lora"
-    who = f"Ψ = {_count(psi)} parameters" + (f", of which the LoRA adapter Ψt = {_count(t)} is trained" if lora else "")
-    if not s.deepspeed or s.stage == "0":
-        if s.pure_bf16:
-            body = ("every GPU holds all model states, all in bf16 (pure bf16): 2Ψ weights + 2Ψ gradients + 4Ψ Adam "
-                    "moments = 8Ψ instead of the guide's 16Ψ, because there is no fp32 master copy; updates smaller "
-                    "than bf16 can represent are lost")
-        elif s.half and not s.deepspeed:
-            body = ("every GPU holds all model states. The guide counts 2Ψ fp16 weights + 2Ψ gradients + 12Ψ fp32 "
-                    "master weights and Adam moments; ZeroBoard keeps fp32 weights instead and trains under autocast: "
-                    "4Ψ weights + 8Ψ Adam moments, plus 4Ψ fp32 gradients from the backward pass to the optimizer "
-                    "step (freed between steps) — the same 16Ψ, with the 16-bit weight copies of autocast on top")
-        else:
-            body = "every GPU holds all model states: weights, gradients and Adam moments (16Ψ in the guide's count)"
-        if lora:
-            body += f"; with LoRA only the adapter has gradients and Adam moments, so {formula_of(s)} applies to Ψt alone"
-        return f"**{formula_of(s)}** (no DeepSpeed, {who}): {body}."
-    if s.stage == "1":
-        return f"**4Ψ+12Ψ/N** (ZeRO-1, N = {n}, {who}): the optimizer states are split over the GPUs."
-    off = ""
-    if s.offload_optimizer:
-        off = (" Offload moves the fp32 master weights and Adam moments (12Ψ/N" + (" and the 16-bit weights"
-               if s.offload_param else "") + ") to host RAM; the GPU keeps " +
-               ("only the layers being computed (ZeRO-3 gathers them on the fly)." if s.offload_param
-                else "the 16-bit weights (2Ψ) and gradient buckets."))
-    one = " With N = 1 nothing is split: the formula gives back 16Ψ." if n == 1 and not s.offload_optimizer else ""
-    lora_txt = " With LoRA the split applies to the adapter Ψt; the frozen base stays 2Ψ" + \
-        ("/N." if s.stage == "3" else ".") if lora else ""
-    if s.stage == "2":
-        return (f"**2Ψ+14Ψ/N** (ZeRO-2, N = {n}, {who}): every GPU keeps the 16-bit weights (2Ψ); gradients (2Ψ) "
-                f"and fp32 master weights + Adam moments (12Ψ) are split over the N GPUs.{one}{off}{lora_txt}")
-    return (f"**16Ψ/N** (ZeRO-3, N = {n}, {who}): weights, gradients and optimizer states are all split over the "
-            f"N GPUs; each layer's weights are gathered just before use.{one}{off}{lora_txt}")
+    return words(plan, lang)
 
 
 def render_markdown(plan: Plan, lang: str = "en") -> str:
-    """The plan panel; ``lang`` "zh" gives the same figures in Chinese (plan_zh)."""
-    if lang == "zh":
-        from .plan_zh import render_markdown_zh
+    """The plan panel in ``lang`` (en or zh): the words come from plan_words, every figure from ``plan``."""
+    from .plan_words import NOTES, WORDS, advice_text, setting
 
-        return render_markdown_zh(plan)
+    w = WORDS.get(lang, WORDS["en"])
     s, b = plan.setup, plan.breakdown
-    dev = "GPU" if s.device == "cuda" else "CPU process"
-    devs = dev + ("es" if s.device == "cpu" else "s") if s.world > 1 else dev
-    mode = {"fp32": "fp32", "pure16": f"{s.precision} (model cast to {s.precision}, fp32 master weights in the "
-            "optimizer)", "autocast": f"fp32 weights + {s.precision} autocast"}[act_mode(s).kind]
-    if s.pure_bf16:
-        mode = "pure bf16 (weights, gradients and AdamW states in bf16; no fp32 master copy)"
-    lines = [f"### Memory plan: {s.label()} on {s.world} {devs}",
-             f"{plan.model.model_type}, {_count(plan.params)} parameters, {s.finetuning} fine-tuning"
-             + (f" (LoRA r{s.lora_rank}: {_count(plan.trainable)} trainable)" if s.finetuning == "lora" else "")
-             + f"; {mode}; micro-batch {s.micro_batch} x {s.seq} tokens"
-             + ("; gradient checkpointing" if s.checkpointing else ""), "",
-             f"| per {dev} | GiB |", "|---|---:|"]
-    lines += [f"| {k} | {gib(v)} |" for k, v in b.items()]
+    dev = s.device if s.device == "cuda" else "cpu"
+    mode = w["modes"]["pure_bf16"] if s.pure_bf16 else w["modes"][act_mode(s).kind].format(p=s.precision)
+    finetuning = w.get("finetuning", {}).get(s.finetuning, s.finetuning)
+    lines = [w["head"].format(setting=setting(s.label(), lang), n=s.world, devs=w["devs"][(dev, s.world > 1)]),
+             w["model"].format(model_type=plan.model.model_type, params=_count(plan.params), finetuning=finetuning)
+             + (w["lora"].format(rank=s.lora_rank, trainable=_count(plan.trainable)) if s.finetuning == "lora" else "")
+             + w["batch"].format(mode=mode, mb=s.micro_batch, seq=s.seq)
+             + (w["ckpt"] if s.checkpointing else ""), "",
+             f"| {w['per'][dev]} | GiB |", "|---|---:|"]
+    lines += [f"| {w['parts'].get(k, k)} | {gib(v)} |" for k, v in b.items()]
     if s.device == "cuda":
-        lines.append(f"| **peak (torch allocator)** | **{gib(plan.peak_bytes)}** |")
-        lines.append(f"| needed free (peak + CUDA context and allocator slack) | {gib(plan.needed_bytes)} |")
+        lines.append(f"| {w['gpu_peak']} | **{gib(plan.peak_bytes)}** |")
+        lines.append(f"| {w['gpu_needed']} | {gib(plan.needed_bytes)} |")
     else:
-        lines.append(f"| runtime (Python, torch) + mapped checkpoint | {gib(plan.host_bytes - plan.peak_bytes)} |")
-        lines.append(f"| **peak RSS** | **{gib(plan.host_bytes)}** |")
+        lines.append(f"| {w['cpu_runtime']} | {gib(plan.host_bytes - plan.peak_bytes)} |")
+        lines.append(f"| {w['cpu_peak']} | **{gib(plan.host_bytes)}** |")
     if plan.capacity_bytes is not None:
-        verdict = "fits" if plan.fits else "**does not fit**"
-        where = "free on the tightest selected GPU" if s.device == "cuda" else "RAM available per process"
-        lines.append(f"| {where} | {gib(plan.capacity_bytes)} → {verdict} |")
-    lines += ["", f"Peak at the {plan.phase}.", "", formula_text(plan)]
+        lines.append(f"| {w['where'][dev]} | {gib(plan.capacity_bytes)} → {w['verdict'][bool(plan.fits)]} |")
+    phase_key = next((k for k, v in PHASES.items() if v == plan.phase), None)
+    phase = w["phases"][phase_key] if phase_key else plan.phase
+    lines += ["", w["phase"].format(phase=phase), "", formula_text(plan, lang)]
     d = plan.activation_detail
-    lines.append(f"\nActivations: {s.tokens} tokens x {plan.model.layers} layers x {d['per_token_per_layer']:,} bytes "
-                 f"= {gib(d['layers'])} GiB in the layers" + (" (checkpointed: each layer's input plus one layer)"
-                                                              if s.checkpointing else "")
-                 + f", {gib(d['other'] + d['loss_temporaries'])} GiB around the loss (fp32 logits, T x V x 4 bytes)"
-                 + (f", {gib(d['autocast_weight_copies'])} GiB of 16-bit weight copies kept by autocast"
-                    if d["autocast_weight_copies"] else "") + ".")
+    lines.append(w["act"].format(tokens=s.tokens, layers=plan.model.layers, per=d["per_token_per_layer"],
+                                 layers_gib=gib(d["layers"]))
+                 + (w["act_ckpt"] if s.checkpointing else "")
+                 + w["act_loss"].format(loss_gib=gib(d["other"] + d["loss_temporaries"]))
+                 + (w["act_autocast"].format(gib=gib(d["autocast_weight_copies"])) if d["autocast_weight_copies"] else "")
+                 + w["act_end"])
     states = b["weights"] + b["optimizer states"] + b["gradients"]
     if b["activations"] > states:
-        lines.append(f"Activations dominate ({gib(b['activations'])} GiB against {gib(states)} GiB of model states): "
-                     "the ZeRO stage only moves the model states; micro-batch, cutoff_len and gradient checkpointing "
-                     "move this.")
+        lines.append(w["dominate"].format(act=gib(b["activations"]), states=gib(states)))
     if s.device == "cuda" and (s.offload_optimizer or plan.host_bytes):
-        lines.append(f"\nHost RAM per process: about {gib(plan.host_bytes)} GiB"
-                     + (" (offloaded states included)." if s.offload_optimizer else "."))
-    if plan.notes:
-        lines += [""] + [f"- {n}" for n in plan.notes]
+        lines.append(w["host"].format(gib=gib(plan.host_bytes)) + (w["host_offload"] if s.offload_optimizer
+                                                                   else w["host_end"]))
+    notes = [NOTES[lang][k] for k in note_keys(plan)] if lang in NOTES else plan.notes
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
     if plan.alternatives:
-        lines += ["", "| setting | peak GiB | needed GiB | fits |", "|---|---:|---:|---|"]
+        lines += ["", w["alt_head"], "|---|---:|---:|---|"]
         for r in plan.alternatives:
-            fits = "-" if r["fits"] is None else ("yes" if r["fits"] else "no")
-            lines.append(f"| {r['setting']} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} |")
-    if plan.recommendation:
-        lines += ["", f"**Recommendation:** {plan.recommendation}"]
+            fits = "-" if r["fits"] is None else w["yes_no"][bool(r["fits"])]
+            lines.append(f"| {setting(r['setting'], lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} |")
+    if plan.advice:
+        lines += ["", w["advice"].format(text=advice_text(plan.advice, lang))]
     return "\n".join(lines)
 
 
