@@ -257,6 +257,11 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     assert first[0] != gr.skip() and first[5] == snap2.log_text
     again, _ = live_panels.render_snapshot(panels, live.snapshot(str(run)), seen, time.time())
     assert again[0] == gr.skip() and again[5] == gr.skip()  # nothing new: nothing re-sent
+    procs = live_panels.outputs(panels).index(panels.procs)
+    assert first[procs]["headers"] == live_panels.PROC_HEADERS and first[procs]["data"] == snap2.proc_rows
+    zh, _ = live_panels.render_snapshot(panels, live.snapshot(str(run), "zh"), None, time.time())
+    assert zh[procs]["headers"][3:5] == ["进程", "当前占用"]  # the table's headers follow the page's language
+    assert panels.procs.postprocess(zh[procs]).headers == zh[procs]["headers"]  # what gradio sends to the page
 
 
 def test_a_log_outside_the_served_folders_is_copied_for_download(tmp_path, monkeypatch):

@@ -234,7 +234,7 @@ def test_the_buttons_refuse_a_run_that_has_not_finished_and_a_language_switch_re
     run.mkdir()
     runner.write_state(runner.JobState(run_dir=str(run), status="running", started=time.time()))
     assert "has not finished (running)" in list(fns["on_reload"]({"run_dir": str(run)}, "Who?", "en"))[-1][1]
-    assert "has not finished" in list(fns["on_export"]({"run_dir": str(run)}, str(tmp_path / "new")))[-1][0]
+    assert "has not finished" in list(fns["on_export"]({"run_dir": str(run)}, str(tmp_path / "new"), "en"))[-1][0]
     report = {"prompts": ["Who are you?"], "answers": ["I am"], "base_answers": ["?"]}
     assert fns["on_lang"](report, "zh").startswith("| 问题 | 微调后回答 | 原模型回答 |")
     assert fns["on_lang"](None, "zh") == gr.skip()

@@ -147,6 +147,13 @@ UI: dict[str, tuple[str, str]] = {
                    "可用 `AutoModelForCausalLM.from_pretrained(path)` 加载;本次运行的内容没有改动。"),
 }
 
+# table headers: key -> (English, Chinese)
+HEADERS: dict[str, tuple[list[str], list[str]]] = {
+    "gpus": (["GPU", "name", "used / total", "util"], ["GPU", "名称", "已用 / 总量", "利用率"]),
+    "procs": (["device", "pid", "rank", "process", "memory now", "peak (trainer)"],
+              ["设备", "pid", "rank", "进程", "当前占用", "峰值(训练脚本)"]),
+}
+
 STATUS = {
     "idle": ("No run yet: fill the form, Preview command, then Start.", "还没有运行:填好表单,预览命令,然后开始。"),
     "starting": ("starting", "正在启动"),
@@ -184,3 +191,7 @@ def status(key: str, lang: str = DEFAULT) -> str:
 def say(key: str, lang: str = DEFAULT, **values) -> str:
     """A page sentence in ``lang`` with its {placeholders} filled."""
     return label(key, lang).format(**values)
+
+
+def headers(key: str, lang: str = DEFAULT) -> list[str]:
+    return list(_pick(HEADERS[key], lang))

@@ -92,6 +92,7 @@ class Snapshot:
     mem_md: str = ""
     log_path: str | None = None
     sample_time: float = 0.0
+    lang: str = i18n.DEFAULT
 
 
 def _dur(seconds: float | None) -> str:
@@ -195,7 +196,7 @@ class Live:
         sample = self.monitor.sample(state)
         host = f"{i18n.label('host_ram', lang)}: {monitor.host_text(sample)}"
         snap = Snapshot(run_dir, gpu_rows=monitor.gpu_rows(sample), host=host,
-                        history=monitor.history_rows(self.monitor.history()), sample_time=sample.time)
+                        history=monitor.history_rows(self.monitor.history()), sample_time=sample.time, lang=lang)
         if state is None:
             snap.status_md = status_html(None, lang)
             snap.proc_rows = monitor.process_rows(sample)

@@ -37,8 +37,8 @@ STICK_TO_BOTTOM = """() => {
   }
   if (t.dataset.zbPin === '1') requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; });
 }"""
-GPU_HEADERS = ["GPU", "name", "used / total", "util"]
-PROC_HEADERS = ["device", "pid", "rank", "process", "memory now", "peak (trainer)"]
+GPU_HEADERS = i18n.headers("gpus")  # in English: how benchmarks/gpu_ui_check.py finds the tables
+PROC_HEADERS = i18n.headers("procs")
 
 
 @dataclass
@@ -85,10 +85,10 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     log.change(None, js=STICK_TO_BOTTOM)
     download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
     with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
-        gpu_table = gr.Dataframe(headers=GPU_HEADERS, label=t("gpus"), interactive=False) if gpus else None
+        gpu_table = gr.Dataframe(headers=i18n.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
         host = gr.Markdown(elem_id="zb-host")
         with gr.Row():
-            procs = gr.Dataframe(headers=PROC_HEADERS, label=t("processes"), interactive=False, elem_id="zb-procs",
+            procs = gr.Dataframe(headers=i18n.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs",
                                  scale=2)
             first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
             history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
@@ -136,10 +136,10 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
     ]
     sampled = changed("sample", snap.sample_time)
     if p.gpus is not None:
-        out.append(snap.gpu_rows if sampled else skip)
+        out.append({"headers": i18n.headers("gpus", snap.lang), "data": snap.gpu_rows} if sampled else skip)
     out += [
         snap.host if sampled else skip,
-        snap.proc_rows if sampled else skip,
+        {"headers": i18n.headers("procs", snap.lang), "data": snap.proc_rows} if sampled else skip,
         _frame(snap.history, ["seconds", "series", "MiB"]) if sampled else skip,
         snap.final_md if changed("status", status_key) else skip,
         snap.mem_md if changed("mem", snap.mem_md) else skip,
