@@ -104,6 +104,16 @@ def test_labels_are_in_the_first_paint(gr, manager, lang, words):
         assert w in config, w
 
 
+def test_a_language_switch_relabels_without_touching_values(gr, manager):
+    from zeroboard.webui import app
+
+    demo = app.build_app(manager, lang="en", gpus=[])
+    fn = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
+    updates = dict(zip([getattr(o, "elem_id", None) for o in fn.outputs], fn.fn("zh")))
+    assert updates["zb-download"] == {"__type__": "update", "label": "下载完整日志"}  # its value is the log file
+    assert updates["zb-title"] == "## ZeroBoard · 训练"
+
+
 # --- handlers -------------------------------------------------------------------------------
 
 

@@ -60,7 +60,9 @@ REGIONS: dict[str, list[list[str]]] = {
 class Options:
     out: Path
     langs: list[str]
-    max_steps: int = 300  # the demo model trains at 10+ steps/s on 2 CPU cores: 60 steps end before a shot is taken
+    # the demo model trains at 15+ steps/s on 2 CPU cores: with 300 steps the run had ended before the second
+    # language's running shot was taken
+    max_steps: int = 600
     chromium: str = CHROMIUM
 
     @property
@@ -287,6 +289,9 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> list[Path]:
         t.pg.wait_for_function("() => document.querySelector('#zb-log textarea').value.length > 0")
         t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
         written.append(t.shoot(out, "running"))
+        if t.status() != "running":
+            print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
+                  f"a larger --max-steps keeps it running longer", file=sys.stderr)
     return written
 
 

@@ -97,7 +97,7 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     final = gr.Markdown(elem_id="zb-final")
     check = output_panel.render_output_check(lang)
     texts.update(run=(run, "label"), loss=(loss, "label"), lr=(lr, "label"), tps=(tps, "label"), logs=(log, "label"),
-                 download_log=(download, "value"), processes=(procs, "label"), history=(history, "label"))
+                 download_log=(download, "label"), processes=(procs, "label"), history=(history, "label"))
     texts["memory" if gpus else "memory_cpu"] = (mem, "label")
     if gpu_table is not None:
         texts["gpus"] = (gpu_table, "label")
