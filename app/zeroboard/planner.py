@@ -727,7 +727,7 @@ def render_markdown(plan: Plan, lang: str = "en") -> str:
     if s.device == "cuda" and (s.offload_optimizer or plan.host_bytes):
         lines.append(w["host"].format(gib=gib(plan.host_bytes)) + (w["host_offload"] if s.offload_optimizer
                                                                    else w["host_end"]))
-    notes = [NOTES[lang][k] for k in note_keys(plan)] if lang in NOTES else plan.notes
+    notes = notes_for(plan, lang if lang in NOTES else "en")
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     if plan.alternatives:
