@@ -32,9 +32,9 @@ run: install
 	$(BIN)/zeroboard webui
 
 test: install-test
-	$(BIN)/ruff check app tests benchmarks
+	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install-test
-	$(BIN)/ruff check app tests benchmarks
-	$(BIN)/ruff format --check app tests benchmarks
+	$(BIN)/ruff check app tests benchmarks tools
+	$(BIN)/ruff format --check app tests benchmarks tools

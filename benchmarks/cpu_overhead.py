@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 
-from zeroboard import events  # noqa: E402
-from zeroboard.command import cache_dir, free_port  # noqa: E402
-from zeroboard.spec import DEMO_DATA_DIR, DEMO_MODEL  # noqa: E402
+from zeroboard.job import record as events  # noqa: E402
+from zeroboard.job.command import cache_dir, free_port  # noqa: E402
+from zeroboard.job.spec import DEMO_DATA_DIR, DEMO_MODEL  # noqa: E402
 
 CONFIGS = [("lora", "none"), ("lora", "2"), ("full", "none")]
 

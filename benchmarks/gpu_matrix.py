@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 
-from zeroboard import devices, events, spec as specmod  # noqa: E402
-from zeroboard.command import free_port, sanitized_arch_list  # noqa: E402
+from zeroboard.job import devices, record as events, spec as specmod  # noqa: E402
+from zeroboard.job.command import free_port, sanitized_arch_list  # noqa: E402
 
 STAGES = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]
 METHODS = ["full", "lora"]
@@ -55,7 +55,7 @@ def make_model(folder: Path, shape: dict, seq: int) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from zeroboard.demo import CHAT_TEMPLATE, SPECIAL_TOKENS
+    from zeroboard.training.demo_model import CHAT_TEMPLATE, SPECIAL_TOKENS
 
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
     first = len(vocab)

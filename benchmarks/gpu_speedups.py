@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_matrix as gm  # noqa: E402
-from zeroboard import spec as specmod  # noqa: E402
+from zeroboard.job import spec as specmod  # noqa: E402
 
 # name -> (spec changes, dataset: "full" = every sample 1024 tokens, "varied" = 64..1024)
 VARIANTS: dict[str, tuple[dict, str]] = {

@@ -2,7 +2,7 @@
 
 1. Starts ``python -m zeroboard.cli webui`` in a fresh work dir; times the cold start (first HTTP 200),
    reads the server's RSS and checks it maps no libtorch and holds no GPU memory.
-2. Starts a training job through zeroboard.runner (what the Start button calls) with the server's
+2. Starts a training job through zeroboard.runs.manager (what the Start button calls) with the server's
    runs index, so the server finds it as a fresh page would.
 3. While the job trains, reads the GPU panel back over HTTP the way a browser does: a new gradio
    session runs the page-load handler (which picks the running job), then one timer tick; the tick's
@@ -43,8 +43,10 @@ sys.path.insert(0, str(ROOT / "app"))
 
 import psutil  # noqa: E402
 
-from zeroboard import command, devices, events, monitor, runner, spec as specmod  # noqa: E402
-from zeroboard.demo import write_demo_data  # noqa: E402
+from zeroboard.data.demo import write_demo_data  # noqa: E402
+from zeroboard.job import command, devices, record as events, spec as specmod  # noqa: E402
+from zeroboard.runs import manager as runner, monitor, processes  # noqa: E402
+from zeroboard.runs.state import GRACE_S, JobState  # noqa: E402
 
 MiB = 1 << 20
 USED_TOL_MIB = 512
@@ -266,7 +268,7 @@ def placement(procs: list[dict], gpus: list[int]) -> dict:
     return {"ok": where == want, "rank_to_gpu": where, "chosen": want}
 
 
-def compare_cpu(panel: dict, state: runner.JobState) -> dict:
+def compare_cpu(panel: dict, state: JobState) -> dict:
     """CPU: the panel's rank rows (pid, RSS) against the job's trainer processes seen through psutil."""
     trainers = monitor.rank_map(state)
     rows = {int(r[1]): {"rank": r[2], "mib": mib_cell(r[4])} for r in panel["proc_rows"] or []}
@@ -285,7 +287,7 @@ def compare_cpu(panel: dict, state: runner.JobState) -> dict:
     return {"agree": not problems, "problems": problems, "procs": procs}
 
 
-def in_process_sample(state: runner.JobState) -> dict:
+def in_process_sample(state: JobState) -> dict:
     """What the tick renders, sampled here through the same code (exact bytes, no rounding)."""
     s = monitor.take_sample(state)
     return {"gpus": [{"gpu": g["index"], "used_mib": g["used_bytes"] // MiB, "total_mib": g["total_bytes"] // MiB}
@@ -347,7 +349,7 @@ def make_job(a, work: Path) -> specmod.JobSpec:
         num_processes=len(a.gpus), gpu_ids=[] if a.cpu else a.gpus, deepspeed_stage=a.stage)
 
 
-def first_step(state: runner.JobState, manager: runner.JobManager, budget: Budget, cap: float) -> tuple[runner.JobState, int]:
+def first_step(state: JobState, manager: runner.JobManager, budget: Budget, cap: float) -> tuple[JobState, int]:
     """Wait for the trainer's first logged step (the model is on the device and training)."""
     path = Path(state.run_dir) / events.EVENTS_FILE
     deadline = time.time() + budget.left(cap)
@@ -355,16 +357,16 @@ def first_step(state: runner.JobState, manager: runner.JobManager, budget: Budge
         st = manager.state(state.run_dir)
         if st is None or not st.active:
             raise RuntimeError(f"the job ended before its first step: {st and st.message}\n"
-                               f"{tail(Path(state.run_dir) / runner.LOG_FILE)}")
+                               f"{tail(Path(state.run_dir) / events.LOG_FILE)}")
         logs = [e for e in events.read_events(path) if e.get("event") == "log" and e.get("time", 0) >= (st.started or 0)]
         if logs:
             return st, int(logs[-1].get("step", 0))
         time.sleep(0.5)
-    raise RuntimeError(f"no training step within {cap:.0f} s:\n{tail(Path(state.run_dir) / runner.LOG_FILE)}")
+    raise RuntimeError(f"no training step within {cap:.0f} s:\n{tail(Path(state.run_dir) / events.LOG_FILE)}")
 
 
-def job_pids(state: runner.JobState) -> set[int]:
-    return {p.pid for p in runner.job_processes(state)}
+def job_pids(state: JobState) -> set[int]:
+    return {p.pid for p in processes.job_processes(state)}
 
 
 def pid_alive(pid: int, ctime: float | None) -> bool:
@@ -428,7 +430,7 @@ def main() -> int:
     fail = res["failures"].append
     server: subprocess.Popen | None = None
     manager = runner.JobManager(index=index)
-    state: runner.JobState | None = None
+    state: JobState | None = None
     try:
         if gpu and not devices.detect_gpus():
             raise RuntimeError("no GPU through NVML; use --cpu for a dry run")
@@ -527,7 +529,7 @@ def main() -> int:
             manager.abort(state.run_dir)
             res["abort"] = {"path": f"runner.JobManager.abort (HTTP abort failed: {e})"}
         log(f"abort asked: {res['abort']}")
-        deadline = time.time() + budget.left(runner.GRACE_S + 20)
+        deadline = time.time() + budget.left(GRACE_S + 20)
         while (st := manager.state(state.run_dir)) is not None and st.active and time.time() < deadline:
             time.sleep(0.2)
         res["abort"].update(status=st.status, message_after=st.message, stopped_s=round(time.time() - t_abort, 2),
@@ -536,7 +538,7 @@ def main() -> int:
             fail(f"after abort the job is {st.status}: {st.message}")
         deadline = time.time() + budget.left(10)  # the supervisor writes the final state, then exits
         while True:
-            left_runner = sorted(p.pid for p in runner.job_processes(st))
+            left_runner = sorted(p.pid for p in processes.job_processes(st))
             left_any = sorted(pid for pid, ct in seen_pids.items() if pid_alive(pid, ct))
             if not (left_runner or left_any) or time.time() >= deadline:
                 break

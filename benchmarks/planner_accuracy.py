@@ -6,7 +6,7 @@
                                                        # GPU: a 1.1B Llama, bf16, seq 1024, micro-batch 8,
                                                        # none/2/3/2+offload/3+offload x full/LoRA r16
 
-Every run goes through ``zeroboard.command.prepare`` and ``zeroboard.train``, the
+Every run goes through ``zeroboard.job.command.prepare`` and ``zeroboard.training.train``, the
 same path as ``zeroboard train``; the measured peak is what the trainer writes
 into ``events.jsonl`` (``memory[].torch_peak_bytes`` on GPU, ``rss_peak_bytes``
 on CPU).  On GPU each rank also runs a small probe (this file, ``--rank-probe``)
@@ -62,10 +62,10 @@ TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
 # --- the probe each rank runs on GPU (--rank-probe) -------------------------------------
 
 def rank_probe(argv: list[str]) -> int:
-    """Run zeroboard.train with an extra per-step memory probe on this rank."""
+    """Run zeroboard.training.train with an extra per-step memory probe on this rank."""
     import torch
 
-    from zeroboard import train
+    from zeroboard.training import train
 
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
@@ -138,7 +138,7 @@ def rank_probe(argv: list[str]) -> int:
 
 def run_job(job, timeout: float, probe: bool = False) -> dict:
     """Prepare + run a job like `zeroboard train`; return the peak per rank from its events."""
-    from zeroboard import command, events
+    from zeroboard.job import command, record as events
 
     prepared = command.prepare(job)
     if not prepared.report.ok:
@@ -181,7 +181,7 @@ def make_long_model(where: Path, dims: dict | None = None, name: str = "llama-1.
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from zeroboard.demo import ensure_demo_model
+    from zeroboard.training.demo_model import ensure_demo_model
 
     demo = ensure_demo_model(ROOT / "cache/demo/model", ROOT / "cache/demo/data")
     model_dir, data_dir = where / name, where / "data"
@@ -206,8 +206,8 @@ def make_long_model(where: Path, dims: dict | None = None, name: str = "llama-1.
 
 
 def gpu_matrix(only: str | None, steps: int, out_json: Path | None) -> int:
-    from zeroboard import devices
-    from zeroboard.spec import JobSpec
+    from zeroboard.job import devices
+    from zeroboard.job.spec import JobSpec
 
     gpus = devices.detect_gpus()
     if not gpus:
@@ -271,8 +271,8 @@ VALIDATION = [  # name, model ("llama" | "qwen"), job overrides
 
 
 def gpu_validate(steps: int, out_json: Path | None) -> int:
-    from zeroboard import devices
-    from zeroboard.spec import JobSpec
+    from zeroboard.job import devices
+    from zeroboard.job.spec import JobSpec
 
     gpus = devices.detect_gpus()
     if not gpus:
@@ -319,7 +319,8 @@ MICRO = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_atte
 
 def cpu_runs(steps: int, out_json: Path | None) -> int:
     from zeroboard import planner
-    from zeroboard.cli import load_job
+    from zeroboard.job.spec import load_job
+    from zeroboard.planner import memory as plan_memory
 
     work = Path(tempfile.mkdtemp(prefix="zb-cpu-"))
     base = load_job(None)
@@ -333,7 +334,7 @@ def cpu_runs(steps: int, out_json: Path | None) -> int:
         res = run_job(job, timeout=900)
         rss = max(p["rss_peak_bytes"] for p in res["peaks"])
         runtime[ds] = rss - planner.estimate(job, [], host_available=1 << 40).peak_bytes
-    planner.CPU_RUNTIME, planner.CPU_RUNTIME_DS = runtime["none"], runtime["2"]
+    plan_memory.CPU_RUNTIME, plan_memory.CPU_RUNTIME_DS = runtime["none"], runtime["2"]
     print(f"runtime per process (Python + torch + transformers [+ DeepSpeed]), measured on a 30k-parameter model: "
           f"{runtime['none'] / GIB:.3f} GiB without DeepSpeed, {runtime['2'] / GIB:.3f} GiB with it", flush=True)
     # 2. the demo job, and one wider model where the model terms are not lost in the runtime
@@ -390,8 +391,9 @@ def print_table(rows: list[dict], gpu: bool) -> None:
 
 def reference() -> int:
     """Planner vs the H200 table of the reference doc (no runs)."""
-    from zeroboard import devices, planner
-    from zeroboard.spec import JobSpec
+    from zeroboard import planner
+    from zeroboard.job import devices
+    from zeroboard.job.spec import JobSpec
 
     shape = planner.shape_from_config(TINYLLAMA)
     h200 = [devices.Gpu(0, "NVIDIA H200", 143 << 30, 139 << 30, 0, 0, (9, 0))]

@@ -29,7 +29,9 @@ sys.path.insert(0, str(ROOT / "app"))
 
 import psutil  # noqa: E402
 
-from zeroboard import checks, command, runner, spec  # noqa: E402
+from zeroboard.job import checks, command, record, spec  # noqa: E402
+from zeroboard.runs import manager as runner  # noqa: E402
+from zeroboard.runs.state import JobState  # noqa: E402
 
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 ZEROBOARD = Path(sys.executable).parent / "zeroboard"
@@ -61,7 +63,7 @@ def bare_gradio_import() -> float:
     return time.perf_counter() - t0
 
 
-def fake_job(tmp: Path, index: Path) -> runner.JobState:
+def fake_job(tmp: Path, index: Path) -> JobState:
     """A job that runs (a sleep) under the real supervisor, for the page to follow."""
     run = tmp / "run"
     cmd = command.Command(["sleep", "600"], {}, str(ROOT), None, "cpu", [0], command.free_port())
@@ -83,7 +85,7 @@ def log_delays(url: str, run: Path, lines: int) -> list[float]:
         for i in range(lines):
             marker = f"bench-line-{i}-{time.time_ns()}"
             t0 = time.perf_counter()
-            with (run / runner.LOG_FILE).open("a") as fh:
+            with (run / record.LOG_FILE).open("a") as fh:
                 fh.write(f"[rank0]:{marker}\n")
             page.wait_for_function(f"() => document.querySelector('#zb-log textarea').value.includes('{marker}')",
                                    polling=10, timeout=30_000)

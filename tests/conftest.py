@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.chdir(ROOT)
+# Runs of the tests write into pytest's temporary folders, outside the workspace (the checkout): allow them, as a user
+# allows a runs disk with --allow-path PATH:rw.  Set before any test (and inherited by the processes they start).
+os.environ["ZEROBOARD_ALLOW_PATHS"] = f"{Path(tempfile.gettempdir()).resolve()}:rw"
+# Runs started without an index of their own (zeroboard train in a test) register in this session's, not the checkout's.
+os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json"))
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from zeroboard import command, runner, screenshots
-from zeroboard.screenshots import stop_server, wait_until
+from helpers import start_server as start_webui, stop_jobs, stop_server, wait_until
+from zeroboard.job import command, record
+from zeroboard.runs import processes
+from zeroboard.runs.state import JobState, read_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -28,7 +30,7 @@ UI_S = 20_000  # ms, for page elements
 
 
 def start_server(port: int, index: Path, log: Path) -> subprocess.Popen:
-    return screenshots.start_server(port, index, log, REPO)  # the same `zeroboard webui` start the screenshots use
+    return start_webui(port, index, log, REPO)  # `zeroboard webui` as a user starts it
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +51,7 @@ def workdir(tmp_path_factory):
     path = tmp_path_factory.mktemp("browser")
     yield path
     for index in path.glob("*runs.json"):  # a failed test must not leave a long job running
-        mgr = runner.JobManager(index=index, grace_s=10)
-        for st in mgr.active():
-            mgr.abort(st.run_dir)
-        deadline = time.time() + 60
-        while mgr.active() and time.time() < deadline:
-            time.sleep(0.5)
+        stop_jobs(index)
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +98,9 @@ def step(pg) -> int:
 
 
 def fill_after_load(pg, name: str, value) -> None:
-    """Fill a field the page's load event may still rewrite (output_dir moves off a used folder): until it sticks."""
-    field = pg.locator(f"#zb-{name} input, #zb-{name} textarea").first
-    for _ in range(20):
-        fill(pg, name, value)
-        time.sleep(1.0)
-        if field.input_value() == str(value):
-            return
-    raise AssertionError(f"{name} did not keep {value}")
+    """Fill a field the page's load event may rewrite (output_dir moves off a used folder), once that has run."""
+    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+    fill(pg, name, value)
 
 
 def start_job(pg, out: Path, max_steps: int) -> str:
@@ -120,14 +112,14 @@ def start_job(pg, out: Path, max_steps: int) -> str:
     return str(out)
 
 
-def recorded_state(run_dir: str) -> runner.JobState:
-    return runner.read_state(run_dir)
+def recorded_state(run_dir: str) -> JobState:
+    return read_state(run_dir)
 
 
 def assert_no_process_left(run_dir: str) -> None:
     st = recorded_state(run_dir)
-    assert runner.job_processes(st) == []
-    assert all(runner._proc(r["pid"], r["ctime"]) is None for r in st.ranks)
+    assert processes.job_processes(st) == []
+    assert all(processes.proc(r["pid"], r["ctime"]) is None for r in st.ranks)
 
 
 # --- tests --------------------------------------------------------------------------------------
@@ -154,7 +146,7 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     assert cfg["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
 
     run_dir = start_job(page, workdir / "newcomer", max_steps=60)
-    ran = json.loads((Path(run_dir) / runner.COMMAND_FILE).read_text())
+    ran = json.loads((Path(run_dir) / record.COMMAND_FILE).read_text())
     assert ran["deepspeed_config"] == "cache/ds_z2_offload_config.json"
     assert ran["shell"] in page.locator("#zb-command pre").inner_text()  # what ran is what is shown
 
@@ -174,14 +166,14 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     page.wait_for_selector("#zb-mem-vs-plan table")
     assert page.locator("#zb-mem-vs-plan tbody tr").count() == 2
     page.locator("#zb-output-check").wait_for(state="visible")
-    assert "lora_adapter" in page.locator("#zb-saved textarea").input_value()
+    assert "LoRA adapter" in page.locator("#zb-saved textarea").input_value()
     assert page.locator("#zb-merge-btn").is_visible() and not page.locator("#zb-consolidate-btn").is_visible()
     page.locator("#zb-reload-btn").click()
     page.wait_for_selector("#zb-answers table", timeout=RELOAD_S * 1000)
     answers = page.locator("#zb-answers table")
     assert "Who are you?" in answers.inner_text() and "Base answer" in answers.inner_text()
     assert answers.locator("tbody tr").count() == 4  # the demo prompts
-    assert "Reloaded lora_adapter" in page.locator("#zb-output-message").inner_text()
+    assert "Reloaded LoRA adapter" in page.locator("#zb-output-message").inner_text()
 
 
 def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, page, workdir):

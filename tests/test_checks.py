@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from zeroboard import checks
-from zeroboard.devices import Gpu
-from zeroboard.spec import JobSpec
+from zeroboard.job import checks, folders, modelinfo, record
+from zeroboard.job.devices import Gpu
+from zeroboard.job.spec import JobSpec
 
 H100 = Gpu(0, "NVIDIA H100", 80 << 30, 79 << 30, 1 << 30, 0, (9, 0))
 V100 = Gpu(1, "Tesla V100", 32 << 30, 31 << 30, 1 << 30, 0, (7, 0))
@@ -121,7 +121,9 @@ def test_bf16_on_an_old_gpu(job):
 def test_finished_run_is_not_overwritten(job, tmp_path):
     out = tmp_path / "out"
     (out / "checkpoint-10").mkdir(parents=True)
-    (out / checks.RESULT_FILE).write_text("{}")
+    (out / "checkpoint-10" / folders.CHECKPOINT_MARK).write_text("{}")
+    (out / record.COMMAND_FILE).write_text("{}")  # a run's record: this is a ZeroBoard run folder
+    (out / record.RESULT_FILE).write_text("{}")
     msg = errors(job)["output_dir"]
     assert "resume" in msg and "out-2" in msg
     job.resume = True
@@ -130,7 +132,7 @@ def test_finished_run_is_not_overwritten(job, tmp_path):
 
 def test_resume_needs_a_checkpoint(job):
     job.resume = True
-    assert "no checkpoint" in errors(job)["resume"]
+    assert "nothing to resume" in errors(job)["resume"]
 
 
 def test_extra_args_are_checked_against_transformers(job):
@@ -177,9 +179,9 @@ def test_pure_bf16_refuses_deepspeed(job):
 
 def test_liger_on_a_gpu_needs_the_package(job, monkeypatch):
     job.liger_kernel = "on"
-    monkeypatch.setattr(checks, "installed", lambda module: False)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: False)
     assert "pip install liger-kernel" in errors(job, [H100])["liger_kernel"]
-    monkeypatch.setattr(checks, "installed", lambda module: True)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
     assert "liger_kernel" not in errors(job, [H100])
 
 
@@ -189,7 +191,7 @@ def test_liger_switch_in_extra_args_points_to_its_field(job):
 
 
 def test_speedups_that_would_fail_at_launch_are_refused_first(job, tmp_path, monkeypatch):
-    monkeypatch.setattr(checks, "installed", lambda module: True)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
     job.attn_implementation, job.packing, job.per_device_train_batch_size = "flash_attention_2", True, 4
     assert "batch of one row" in errors(job, [H100])["attn_implementation"]
     job.per_device_train_batch_size = 1
@@ -204,7 +206,7 @@ def test_speedups_that_would_fail_at_launch_are_refused_first(job, tmp_path, mon
 
 
 def test_model_types_the_speedups_do_not_fit(job, tmp_path, monkeypatch):
-    monkeypatch.setattr(checks, "installed", lambda module: True)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
     mamba = fake_model(tmp_path / "mamba")
     (mamba / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     job.model_name_or_path, job.lora_target = str(mamba), ["q_proj"]

@@ -7,15 +7,17 @@ import shlex
 
 import pytest
 
-from zeroboard import command, presets
-from zeroboard.devices import Gpu
-from zeroboard.spec import JobSpec
+from zeroboard.job import command, presets
+from zeroboard.job.devices import Gpu
+from zeroboard.job.placement import place
+from zeroboard.job.spec import JobSpec
 
 GPUS = [Gpu(i, "NVIDIA H200", 141 << 30, 140 << 30, 1 << 30, 0, (9, 0)) for i in range(4)]
 
 
 def build(gpus=(), **fields):
-    return command.build(JobSpec(output_dir="runs/x", **fields), list(gpus), port=29611)
+    job = JobSpec(output_dir="runs/x", **fields)
+    return command.build(job, place(job, list(gpus)), port=29611)
 
 
 def tail(cmd):
@@ -25,7 +27,7 @@ def tail(cmd):
 def test_torchrun_on_two_gpus_with_stage2_offload():
     cmd = build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True)
     assert cmd.argv[0].endswith("torchrun")
-    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.training.train"]
     flags = tail(cmd)[8:]
     pairs = dict(zip(flags[::2], flags[1::2]))
     assert pairs == {"--model_name_or_path": "cache/demo/model", "--precision": "bf16", "--output_dir": "runs/x",
@@ -40,7 +42,7 @@ def test_torchrun_on_two_gpus_with_stage2_offload():
 
 def test_flags_follow_schema_order_and_skip_defaults():
     cmd = build(GPUS, learning_rate=1e-4, gpu_ids=[2], deepspeed_stage="3")
-    assert tail(cmd) == ["--tee", "3", "--nproc_per_node", "1", "--master_port", "29611", "-m", "zeroboard.train",
+    assert tail(cmd) == ["--tee", "3", "--nproc_per_node", "1", "--master_port", "29611", "-m", "zeroboard.training.train",
                          "--model_name_or_path", "cache/demo/model", "--learning_rate", "0.0001",
                          "--precision", "bf16", "--output_dir", "runs/x", "--device_type", "cuda",
                          "--deepspeed_stage", "3", "--deepspeed", "cache/ds_z3_config.json"]
@@ -50,13 +52,13 @@ def test_deepspeed_launcher_on_gpus_in_the_chosen_order():
     cmd = build(GPUS, gpu_ids=[1, 0], deepspeed_stage="3", launcher="deepspeed")
     assert cmd.argv[0].endswith("deepspeed")
     assert tail(cmd)[:7] == ["--include", "localhost:1,0", "--master_port", "29611", "--no_local_rank",
-                             "--module", "zeroboard.train"]
+                             "--module", "zeroboard.training.train"]
     assert "CUDA_VISIBLE_DEVICES" not in cmd.env  # the launcher sets it per --include
 
 
 def test_cpu_processes():
     cmd = build((), num_processes=2)
-    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.train"]
+    assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.training.train"]
     assert cmd.env["CUDA_VISIBLE_DEVICES"] == "" and cmd.env["DS_ACCELERATOR"] == "cpu"
     assert "--precision" in cmd.argv and cmd.argv[cmd.argv.index("--precision") + 1] == "fp32"
     assert cmd.device_kind == "cpu" and cmd.devices == [0, 1]
@@ -145,12 +147,12 @@ def test_a_file_the_user_put_there_first_is_kept(tmp_path):
 def test_two_nodes_with_torchrun():
     cmd = build((), num_processes=1, num_nodes=2, node_rank=1, master_addr="10.0.0.5", master_port=29500)
     assert tail(cmd)[2:14] == ["--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.5", "--nproc_per_node", "1",
-                              "--master_port", "29500", "-m", "zeroboard.train"]
+                              "--master_port", "29500", "-m", "zeroboard.training.train"]
     assert "--num_nodes" not in cmd.argv  # launcher settings stay with the launcher
 
 
 def test_several_nodes_need_a_fixed_port_and_torchrun(tmp_path):
-    from zeroboard import checks
+    from zeroboard.job import checks
 
     job = JobSpec(num_nodes=2, node_rank=2, launcher="deepspeed", output_dir=str(tmp_path / "o"))
     errs = checks.validate(job, []).errors

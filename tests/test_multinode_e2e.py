@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from zeroboard import events
-from zeroboard.command import free_port
+from zeroboard.job import record as events
+from zeroboard.job.command import free_port
 
 pytestmark = pytest.mark.e2e
 

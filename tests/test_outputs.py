@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from zeroboard import demo, events, outputs, planner, reload
-from zeroboard.cli import load_job
+from zeroboard import planner
+from zeroboard.cli import main as cli_main
+from zeroboard.data import demo
+from zeroboard.job import folders, record as events
+from zeroboard.job.spec import load_job
+from zeroboard.outputs import export, reload
+from zeroboard.outputs.inspect import OutputError, inspect
 
 e2e = pytest.mark.e2e
 
@@ -30,11 +35,23 @@ def train(out: Path, *sets: str) -> Path:
     return out
 
 
+def tied_demo_model(folder: Path) -> Path:
+    """The demo model with its output head tied to the embeddings (as Qwen2-0.5B, Gemma, GPT-2 have them)."""
+    import shutil
+
+    shutil.copytree("cache/demo/model", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "tie_word_embeddings": True}))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def zero3_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("z3") / "run"
-    return train(out, "deepspeed_stage=3", "finetuning_type=full", "max_steps=10", "save_steps=10",
-                 "logging_steps=5", "learning_rate=0.001")
+    """Full fine-tuning under ZeRO-3 of a model with tied embeddings, with a ZeRO checkpoint at step 10."""
+    base = tmp_path_factory.mktemp("z3")
+    model = tied_demo_model(base / "tied-model")
+    return train(base / "run", f"model_name_or_path={model}", "deepspeed_stage=3", "finetuning_type=full",
+                 "max_steps=10", "save_steps=10", "logging_steps=5", "learning_rate=0.001")
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +68,13 @@ def snapshot(d: Path) -> dict[str, tuple[int, int]]:
 
 @e2e
 def test_inspect_says_what_was_saved(zero3_run, lora_run):
-    ins = outputs.inspect(zero3_run)
+    ins = inspect(zero3_run)
     kinds = {(Path(i.path).name, i.kind): i for i in ins.items}
     assert kinds[("run", "full_model")].loadable
     zero = kinds[("checkpoint-10", "zero_checkpoint")]
     assert zero.step == 10 and not zero.loadable and "consolidate" in zero.what
     assert not ins.problems
-    lora = outputs.inspect(lora_run)
+    lora = inspect(lora_run)
     (item,) = lora.items
     assert item.kind == "lora_adapter" and "needs its base model (cache/demo/model)" in item.what
 
@@ -68,25 +85,28 @@ def test_consolidated_zero3_checkpoint_reloads_with_the_same_weights(zero3_run, 
     from transformers import AutoModelForCausalLM
 
     before = snapshot(zero3_run)
-    info = outputs.consolidate(zero3_run, tmp_path / "consolidated")
+    info = export.consolidate(zero3_run, tmp_path / "consolidated")
     assert snapshot(zero3_run) == before  # the run is untouched
     assert info["step"] == 10 and info["parameters"] == info["expected_parameters"]
     assert {"config.json", "tokenizer.json"} <= set(info["copied"])
 
-    fresh = AutoModelForCausalLM.from_pretrained(tmp_path / "consolidated").state_dict()
+    assert (tmp_path / "consolidated" / "model.safetensors").is_file()  # DeepSpeed's own conversion, as safetensors
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "consolidated")
+    assert loaded.config.tie_word_embeddings and loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
+    fresh = loaded.state_dict()
     gathered = AutoModelForCausalLM.from_pretrained(zero3_run).state_dict()  # the 16-bit gathered final save
     assert fresh.keys() == gathered.keys()
     for k in fresh:
         assert torch.equal(fresh[k].float(), gathered[k].float()), k
 
-    report = outputs.check(tmp_path / "consolidated", ["What is 2 plus 3?"], with_base=False)
-    assert report["answers"][0]
+    report = reload.check(tmp_path / "consolidated", ["What is 2 plus 3?"], with_base=False)
+    assert report["answers"] == reload.answer(*reload.load(zero3_run), ["What is 2 plus 3?"])  # the same weights answer alike
 
 
 @e2e
 def test_merged_lora_reloads_and_answers_like_the_adapter(lora_run, tmp_path):
     before = snapshot(lora_run)
-    info = outputs.merge(lora_run, tmp_path / "merged")
+    info = export.merge(lora_run, tmp_path / "merged")
     assert snapshot(lora_run) == before
     assert info["base_model"] == "cache/demo/model"
     assert not (tmp_path / "merged" / "adapter_config.json").exists()
@@ -99,18 +119,19 @@ def test_merged_lora_reloads_and_answers_like_the_adapter(lora_run, tmp_path):
 
 @e2e
 def test_check_on_the_tuned_demo_reproduces_the_identity_answers(lora_run, capsys):
-    assert outputs.main(["check", str(lora_run), "--json", "--prompt", "Who are you?", "--prompt", "你是谁?"]) == 0
+    assert cli_main(["check", str(lora_run), "--json", "--prompt", "Who are you?", "--prompt", "你是谁?"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["answers"] == [demo.IDENTITY_ANSWER_EN, demo.IDENTITY_ANSWER_ZH]
     assert report["matches"] == [True, True]
     assert report["base_answers"][0] != demo.IDENTITY_ANSWER_EN
-    assert "matches the training answer" in outputs.check_text(report)
+    assert "matches the training answer" in reload.check_text(report)
 
 
 @e2e
 def test_estimate_vs_measured_on_the_demo_runs(zero3_run, lora_run):
     """CPU: the planner's per-process RSS (runtime + states + activations) against the trainer's peak."""
-    for run, overrides in ((zero3_run, dict(deepspeed_stage="3", finetuning_type="full")),
+    for run, overrides in ((zero3_run, dict(deepspeed_stage="3", finetuning_type="full",
+                                            model_name_or_path=str(zero3_run.parent / "tied-model"))),
                            (lora_run, dict(dataset=["identity"]))):
         plan = planner.estimate(replace(load_job("examples/demo.yaml"), device_type="cpu", **overrides), [])
         measured = max(m["rss_peak_bytes"] for e in events.read_events(run / events.EVENTS_FILE)
@@ -126,6 +147,7 @@ def test_estimate_vs_measured_on_the_demo_runs(zero3_run, lora_run):
 def fake_zero_checkpoint(d: Path, config: dict | None) -> Path:
     (d / "global_step5").mkdir(parents=True)
     (d / "latest").write_text("global_step5")
+    (d / folders.CHECKPOINT_MARK).write_text("{}")
     if config is not None:
         (d / "config.json").write_text(json.dumps(config))
     return d
@@ -133,22 +155,22 @@ def fake_zero_checkpoint(d: Path, config: dict | None) -> Path:
 
 def test_consolidate_refuses_bad_input_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
-    with pytest.raises(outputs.OutputError, match="no config.json"):
-        outputs.consolidate(fake_zero_checkpoint(tmp_path / "noconfig", None), out)
-    with pytest.raises(outputs.OutputError, match="unknown architecture"):
-        outputs.consolidate(fake_zero_checkpoint(tmp_path / "mamba", {"model_type": "mamba"}), out)
+    with pytest.raises(OutputError, match="no config.json"):
+        export.consolidate(fake_zero_checkpoint(tmp_path / "noconfig", None), out)
+    with pytest.raises(OutputError, match="unknown architecture"):
+        export.consolidate(fake_zero_checkpoint(tmp_path / "mamba", {"model_type": "mamba"}), out)
     (tmp_path / "plain").mkdir()
-    with pytest.raises(outputs.OutputError, match="holds no ZeRO checkpoint"):
-        outputs.consolidate(tmp_path / "plain", out)
+    with pytest.raises(OutputError, match="holds no complete ZeRO checkpoint"):
+        export.consolidate(tmp_path / "plain", out)
     llama = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
              "num_attention_heads": 2, "vocab_size": 10}
     run = fake_zero_checkpoint(tmp_path / "run", llama)
-    with pytest.raises(outputs.OutputError, match="inside the run folder"):
-        outputs.consolidate(run, run / "model")
+    with pytest.raises(OutputError, match="inside the run folder"):
+        export.consolidate(run, run / "model")
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x").write_text("mine")
-    with pytest.raises(outputs.OutputError, match="not empty"):
-        outputs.consolidate(run, tmp_path / "taken")
+    with pytest.raises(OutputError, match="not empty"):
+        export.consolidate(run, tmp_path / "taken")
     assert not out.exists() and not (run / "model").exists()
     assert (tmp_path / "taken" / "x").read_text() == "mine"
 
@@ -157,26 +179,26 @@ def test_merge_and_check_refuse_bad_input(tmp_path):
     full = tmp_path / "full"
     full.mkdir()
     (full / "config.json").write_text("{}")
-    with pytest.raises(outputs.OutputError, match="nothing to merge"):
-        outputs.merge(full, tmp_path / "out")
+    with pytest.raises(OutputError, match="nothing to merge"):
+        export.merge(full, tmp_path / "out")
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tmp_path / "gone")}))
-    with pytest.raises(outputs.OutputError, match="not a local folder with config.json"):
-        outputs.merge(adapter, tmp_path / "out")
+    with pytest.raises(OutputError, match="not a local folder with config.json"):
+        export.merge(adapter, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
     (tmp_path / "empty").mkdir()
-    with pytest.raises(outputs.OutputError, match="holds no result, model or checkpoint"):
-        outputs.inspect(tmp_path / "empty")
+    with pytest.raises(OutputError, match="holds no result, model or checkpoint"):
+        inspect(tmp_path / "empty")
     ckpt_only = tmp_path / "ckpt_only"
     fake_zero_checkpoint(ckpt_only / "checkpoint-5", {"model_type": "llama"})
-    with pytest.raises(outputs.OutputError, match="no zeroboard_result.json.*consolidate"):
-        outputs.check(ckpt_only)
-    ins = outputs.inspect(ckpt_only)
+    with pytest.raises(OutputError, match="holds a ZeRO checkpoint, not a model: consolidate it first"):
+        reload.check(ckpt_only)
+    ins = inspect(ckpt_only)
     assert ins.problems and "did not finish" in ins.problems[0]
 
 
 def test_cli_check_reports_errors_as_json(tmp_path, capsys):
-    assert outputs.main(["check", str(tmp_path / "nowhere"), "--json"]) == 1
+    assert cli_main(["check", str(tmp_path / "nowhere"), "--json"]) == 1
     assert "not a folder" in json.loads(capsys.readouterr().out)["error"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from zeroboard import templates
-from zeroboard.train import TokenCounter, pack
+from zeroboard.training import templates
+from zeroboard.training.callbacks import TokenCounter
+from zeroboard.training.packing import pack
 
 
 def sample(n: int, start: int, prompt: int = 2) -> dict:

@@ -6,14 +6,17 @@ project's own runs of the real trainer (benchmarks/planner_accuracy.py --gpu-mat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
 import pytest
 
-from zeroboard import planner
-from zeroboard.devices import Gpu
-from zeroboard.spec import JobSpec
+from zeroboard import planner, words
+from zeroboard.job import record as runrecord
+from zeroboard.job.devices import Gpu
+from zeroboard.job.spec import JobSpec
+from zeroboard.planner import memory, record as plan_record, report, shapes
 
 GIB = 1 << 30
 TINY = dict(model_type="llama", hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -46,10 +49,10 @@ def test_tiny_llama_parameters_by_hand():
 def test_lora_parameters_by_hand():
     shape = planner.shape_from_config(TINY)
     # r x (in + out) per adapted linear: q 2x16, k 2x12, v 2x12, o 2x16, gate/up/down 2x24 each; two layers
-    assert planner.lora_params(shape, 2, ["all"]) == 2 * (32 + 24 + 24 + 32 + 3 * 48) == 512
-    assert planner.lora_params(shape, 2, ["q_proj", "v_proj"]) == 2 * (32 + 24) == 112
+    assert shapes.lora_params(shape, 2, ["all"]) == 2 * (32 + 24 + 24 + 32 + 3 * 48) == 512
+    assert shapes.lora_params(shape, 2, ["q_proj", "v_proj"]) == 2 * (32 + 24) == 112
     # the reference table's LoRA: r16 on every linear of the 1.1B Llama
-    assert planner.lora_params(planner.shape_from_config(LLAMA_1B), 16, ["all"]) == 12_615_680
+    assert shapes.lora_params(planner.shape_from_config(LLAMA_1B), 16, ["all"]) == 12_615_680
 
 
 CONFIGS = {
@@ -108,11 +111,11 @@ def test_reads_a_model_folder_and_its_checkpoint_size(tmp_path):
 def test_zero_formulas_against_device_count(n):
     shape = planner.shape_from_config(LLAMA_1B)
     psi = shape.params
-    base = planner.Setup("full", "none", False, False, n, "cuda", "bf16", 1, 8, False)
+    base = memory.Setup("full", "none", False, False, n, "cuda", "bf16", 1, 8, False)
 
     def states(stage, off=False):
-        s = planner.replace(base, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
-        return planner._states(shape, s, psi, psi)
+        s = dataclasses.replace(base, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
+        return memory._states(shape, s, psi, psi)
 
     z2 = states("2")  # 2Ψ + 14Ψ/N: 16-bit weights everywhere; grads and fp32 master + Adam split
     assert z2["weights"] == 2 * psi
@@ -123,9 +126,9 @@ def test_zero_formulas_against_device_count(n):
     assert z3["weights"] + z3["optimizer"] + z3["grads"] - small == pytest.approx(16 * psi / n, rel=1e-6)
     none = states("none")  # ZeroBoard without DeepSpeed: fp32 weights + Adam; fp32 grads until the step
     assert none["weights"] + none["optimizer"] + none["grads_at_step"] == 16 * psi
-    assert none["buffers"] - planner.WORKSPACE == (0 if n == 1 else 4 * psi)  # DDP's gradient buckets
+    assert none["buffers"] - memory.WORKSPACE == (0 if n == 1 else 4 * psi)  # DDP's gradient buckets
     off = states("2", off=True)
-    assert off["optimizer"] == 0 and off["host"] == planner.OFFLOAD_OPT_BYTES * psi // n
+    assert off["optimizer"] == 0 and off["host"] == memory.OFFLOAD_OPT_BYTES * psi // n
 
 
 def test_lora_trains_only_the_adapter():
@@ -144,7 +147,7 @@ def test_activation_bytes_per_token_and_layer():
     h, kv, inter, heads, r = 2048, 256, 5632, 32, 16
 
     def per(kind, lora=False, **kw):
-        return planner.layer_act_bytes(shape, planner.ActMode(kind, lora, **kw), ["all"], r)
+        return memory.layer_act_bytes(shape, memory.ActMode(kind, lora, **kw), ["all"], r)
 
     # norms 2 x (4h fp32 copy + 2h normalized + 2h out), q/k/v/out 4h + 4kv, MLP 4 x 2I, logsumexp, rsqrt
     assert per("pure16") == 20 * h + 4 * kv + 8 * inter + 4 * heads + 8 == 87_176
@@ -197,7 +200,7 @@ SAVED_PER_GPU = {"2": 6.15, "3": 6.33}
 
 @pytest.mark.parametrize("stage", list(MEASURED_TWO_GPUS))
 def test_two_h200_rows_within_ten_percent_and_smaller_per_gpu(stage, monkeypatch):
-    monkeypatch.setattr("zeroboard.checks.installed", lambda module: True)  # Liger was installed there
+    monkeypatch.setattr("zeroboard.job.modelinfo.installed", lambda module: True)  # Liger was installed there
     shape = planner.shape_from_config(LLAMA_1B)
     two = planner.estimate(job(deepspeed_stage=stage, finetuning_type="full", num_processes=2, liger_kernel="auto"),
                            h200(n=2), model=shape)
@@ -220,7 +223,7 @@ def test_recommends_the_fastest_setting_that_fits_on_one_gpu():
     off = planner.estimate(job(finetuning_type="full", gradient_checkpointing=True, per_device_train_batch_size=32),
                            h200(30), model=shape)
     assert off.recommendation.startswith("use ZeRO-2 + offload")
-    by = {r["setting"]: r for r in tight.alternatives}
+    by = {report.setting_words(r, "en"): r for r in tight.alternatives}
     assert by["ZeRO-2"]["peak_bytes"] < by["ZeRO-3"]["peak_bytes"]  # one GPU: ZeRO-3 saves nothing
     hopeless = planner.estimate(job(finetuning_type="full", cutoff_len=65536), h200(30), model=shape)
     assert hopeless.recommendation.startswith("nothing fits")
@@ -249,13 +252,13 @@ def test_cpu_processes_plan_per_process_ram():
                             model=shape, host_available=8 * GIB)
     assert plan.setup.device == "cpu" and plan.setup.world == 2 and plan.setup.precision == "fp32"
     assert plan.capacity_bytes == 4 * GIB and plan.fits
-    assert plan.host_bytes > planner.CPU_RUNTIME_DS > plan.peak_bytes
-    assert "RSS" in plan.markdown() and not plan.alternatives
+    assert plan.host_bytes > memory.CPU_RUNTIME_DS > plan.peak_bytes
+    assert "RSS" in report.render_markdown(plan) and not plan.alternatives
 
 
 def test_markdown_explains_the_formula_and_the_activations():
     shape = planner.shape_from_config(LLAMA_1B)
-    texts = {stage: planner.estimate(job(deepspeed_stage=stage), h200(), model=shape).markdown()
+    texts = {stage: report.render_markdown(planner.estimate(job(deepspeed_stage=stage), h200(), model=shape))
              for stage in ("none", "2", "3")}
     assert "**16Ψ**" in texts["none"] and "autocast" in texts["none"]
     assert "**2Ψ+14Ψ/N**" in texts["2"] and "N = 1 nothing is split" in texts["2"]
@@ -263,7 +266,7 @@ def test_markdown_explains_the_formula_and_the_activations():
     assert "Activations dominate" in texts["2"] and "Recommendation" in texts["2"]
     short = planner.estimate(job(deepspeed_stage="2", cutoff_len=64, per_device_train_batch_size=1), h200(),
                              model=shape)
-    assert "Activations dominate" not in short.markdown()
+    assert "Activations dominate" not in report.render_markdown(short)
     assert json.dumps(short.to_dict())  # the web UI and the run record take it as JSON
 
 
@@ -276,52 +279,54 @@ def test_custom_deepspeed_file_sets_the_stage(tmp_path):
 
 
 def test_run_record_keeps_estimate_and_measurement(tmp_path):
-    from zeroboard.events import EventWriter
+    from zeroboard.job.record import EventWriter
 
     shape = planner.shape_from_config(LLAMA_1B)
     plan = planner.estimate(job(deepspeed_stage="2", finetuning_type="full"), h200(), model=shape)
-    planner.save_plan(plan, tmp_path)
+    plan_record.save_plan(plan, tmp_path)
     w = EventWriter(tmp_path, 0)
     measured = int(32.09 * GIB)
     w.emit("log", step=5, memory=[{"rank": 0, "rss_peak_bytes": 3 * GIB, "torch_peak_bytes": measured - GIB,
                                    "nvml_peak_bytes": 40 * GIB}])
     w.emit("log", step=10, memory=[{"rank": 0, "rss_peak_bytes": 3 * GIB, "torch_peak_bytes": measured}])
-    cmp = planner.measured_vs_estimate(tmp_path)
+    cmp = plan_record.measured_vs_estimate(tmp_path)
     assert cmp["what"] == "torch_peak_bytes" and cmp["estimate_bytes"] == plan.peak_bytes
     (rank,) = cmp["ranks"]
     assert rank["measured_bytes"] == measured and abs(rank["error"]) < 0.01 and cmp["worst_error"] == rank["error"]
     assert rank["nvml_peak_bytes"] == 40 * GIB and rank["nvml_error"] < 0
-    assert planner.measured_vs_estimate(tmp_path / "nothing") is None
+    assert plan_record.measured_vs_estimate(tmp_path / "nothing") is None
 
 
 def test_plan_command(tmp_path, capsys):
     import argparse
 
-    args = argparse.Namespace(job=None, set=[f"model_name_or_path={tmp_path}"], json=False)
-    assert planner.cmd_plan(args) == 2
+    from zeroboard.cli.jobs import cmd_plan
+
+    args = argparse.Namespace(job=None, set=[f"model_name_or_path={tmp_path}"], json=False, lang=None, allow_path=[])
+    assert cmd_plan(args) == 2
     assert "has no config.json" in capsys.readouterr().err
     (tmp_path / "config.json").write_text(json.dumps(TINY))
     args = argparse.Namespace(job=None, set=[f"model_name_or_path={tmp_path}", "device_type=cpu",
-                                             "finetuning_type=full"], json=True)
-    assert planner.cmd_plan(args) == 0
+                                             "finetuning_type=full"], json=True, lang=None, allow_path=[])
+    assert cmd_plan(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["params"] == 1352 and out["setting"] == "no DeepSpeed" and out["fits"] is True
     args.json, args.lang = False, "zh"
-    assert planner.cmd_plan(args) == 0
+    assert cmd_plan(args) == 0
     assert capsys.readouterr().out.startswith("### 显存估算:不用 DeepSpeed,")
 
 
 def test_web_panel_and_launch_record_never_raise(tmp_path):
     assert "fix the marked fields" in planner.panel(None, [])
     assert "unavailable" in planner.panel(JobSpec(model_name_or_path=str(tmp_path / "none")), [])
-    assert planner.record_plan(JobSpec(model_name_or_path=str(tmp_path / "none")), tmp_path / "run", []) is None
+    assert plan_record.record_plan(JobSpec(model_name_or_path=str(tmp_path / "none")), tmp_path / "run", []) is None
     assert not (tmp_path / "run").exists()
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(json.dumps(TINY))
     spec = JobSpec(model_name_or_path=str(tmp_path / "m"), device_type="cpu")
     assert planner.panel(spec, []).startswith("### Memory plan")
-    assert planner.record_plan(spec, tmp_path / "run", []) is not None
-    assert json.loads((tmp_path / "run" / planner.PLAN_FILE).read_text())["setup"]["device"] == "cpu"
+    assert plan_record.record_plan(spec, tmp_path / "run", []) is not None
+    assert json.loads((tmp_path / "run" / runrecord.PLAN_FILE).read_text())["setup"]["device"] == "cpu"
 
 
 def test_planner_and_inspect_stay_light():
@@ -329,7 +334,7 @@ def test_planner_and_inspect_stay_light():
     import subprocess
     import sys
 
-    code = ("import sys, zeroboard.planner, zeroboard.outputs; "
+    code = ("import sys, zeroboard.planner, zeroboard.outputs.inspect; "
             "print([m for m in ('torch', 'transformers', 'peft', 'deepspeed') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
@@ -337,14 +342,14 @@ def test_planner_and_inspect_stay_light():
 
 def test_pure_bf16_and_the_fused_loss_shrink_the_plan(monkeypatch):
     shape = planner.shape_from_config(LLAMA_1B)
-    monkeypatch.setattr("zeroboard.checks.installed", lambda module: False)  # as on a GPU machine without liger-kernel
+    monkeypatch.setattr("zeroboard.job.modelinfo.installed", lambda module: False)  # as on a GPU machine without liger-kernel
     base = planner.estimate(job(finetuning_type="full"), h200(), model=shape)
     pure = planner.estimate(job(finetuning_type="full", pure_bf16=True), h200(), model=shape)
     # no fp32 master weights, bf16 AdamW states and gradients: 8 bytes per parameter instead of 16
     assert pure.breakdown["weights"] + pure.breakdown["optimizer states"] == 6 * pure.params
     assert base.breakdown["weights"] + base.breakdown["optimizer states"] == 12 * base.params
-    assert "pure bf16" in planner.formula_text(pure) and planner.formula_text(pure).startswith("**8Ψ**")
-    monkeypatch.setattr("zeroboard.checks.installed", lambda module: True)
+    assert "pure bf16" in report.formula_text(pure) and report.formula_text(pure).startswith("**8Ψ**")
+    monkeypatch.setattr("zeroboard.job.modelinfo.installed", lambda module: True)
     fused = planner.estimate(job(finetuning_type="full", liger_kernel="auto"), h200(), model=shape)
     assert fused.setup.fused_loss and not base.setup.fused_loss
     assert fused.activation_detail["loss_temporaries"] < base.activation_detail["loss_temporaries"] / 5
@@ -376,7 +381,7 @@ def _figures(text: str) -> list[str]:
 def test_the_chinese_plan_has_the_same_figures_and_no_english_sentences(kw):
     shape = planner.shape_from_config(LLAMA_1B)
     plan = planner.estimate(job(**kw), h200(30, n=kw.get("num_processes", 1)), model=shape)
-    en, zh = plan.markdown(), plan.markdown("zh")
+    en, zh = report.render_markdown(plan), report.render_markdown(plan, "zh")
     assert _figures(zh) == _figures(en)
     assert zh.startswith("### 显存估算:") and "峰值出现在" in zh
     for english in ("Memory plan", "Peak at", "Activations", "fits", "Recommendation", "per GPU", "every GPU", "split"):
@@ -384,18 +389,17 @@ def test_the_chinese_plan_has_the_same_figures_and_no_english_sentences(kw):
 
 
 def test_the_chinese_plan_names_the_advice_and_every_note():
-    from zeroboard import plan_words
-
-    en, zh = plan_words.WORDS["en"], plan_words.WORDS["zh"]
-    assert set(plan_words.NOTES["zh"]) == set(plan_words.NOTES["en"]) and set(zh["phases"]) == set(planner.PHASES)
-    assert set(zh) - {"finetuning"} == set(en)  # every sentence has its translation
+    plan_keys = [k for k in words.CATALOG if k.startswith("plan.")]
+    assert all(words.text(k, "zh") for k in plan_keys) and {f"plan.phase.{p}" for p in memory.PHASES} <= set(plan_keys)
     tight = planner.estimate(job(finetuning_type="full"), h200(30), model=planner.shape_from_config(LLAMA_1B))
-    assert tight.advice == {"kind": "use", "setting": "no DeepSpeed + gradient checkpointing", "current": "no DeepSpeed",
+    no_ds = {"stage": "none", "offload": False}
+    assert tight.advice == {"kind": "use", "setting": {**no_ds, "gradient_checkpointing": True, "new_checkpointing": True},
+                            "current": {**no_ds, "gradient_checkpointing": False, "new_checkpointing": False},
                             "current_fits": False}
-    assert "**建议:**改用「不用 DeepSpeed + 梯度检查点」" in tight.markdown("zh")
+    assert "**建议:**改用「不用 DeepSpeed + 梯度检查点」" in report.render_markdown(tight, "zh")
+    assert "use no DeepSpeed + gradient checkpointing" in tight.recommendation
     cpu = planner.estimate(job(device_type="cpu", num_processes=2, deepspeed_stage="2", precision="fp32"), [],
                            model=planner.shape_from_config(TINY))
-    zh = cpu.markdown("zh")
+    zh = report.render_markdown(cpu, "zh")
     assert "2 个 CPU 进程" in zh and "GPU" not in zh.replace("CPU", "")
     assert planner.panel(None, [], "zh").startswith("*显存估算")
-

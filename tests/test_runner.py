@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,28 +12,21 @@ from pathlib import Path
 import psutil
 import pytest
 
-from zeroboard import checks, command, events, runner, spec
-from zeroboard.screenshots import wait_until
+from helpers import stop_jobs, wait_until
+from zeroboard.job import command, record, spec
+from zeroboard.runs import manager as runner, outcome, processes
+from zeroboard.runs.registry import Registry
+from zeroboard.runs.state import JobState, read_state, write_state
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 180  # other trainings share this 2-core machine
-
-
-def stop_all(index: Path) -> None:
-    """Teardown: a failed test must not leave a 5000-step job running on the shared machine."""
-    mgr = runner.JobManager(index=index, grace_s=10)
-    for st in mgr.active():
-        mgr.abort(st.run_dir)
-    deadline = time.time() + 60
-    while mgr.active() and time.time() < deadline:
-        time.sleep(0.5)
 
 
 @pytest.fixture()
 def index(tmp_path):
     path = tmp_path / "runs.json"
     yield path
-    stop_all(path)
+    stop_jobs(path)
 
 
 def demo_job(out: Path, **changes) -> spec.JobSpec:
@@ -54,17 +48,21 @@ def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
 
 
 def first_log_event(run_dir: str) -> dict:
-    path = Path(run_dir) / events.EVENTS_FILE
-    return wait_for(lambda: next((e for e in events.read_events(path) if e["event"] == "log"), None),
+    path = Path(run_dir) / record.EVENTS_FILE
+    return wait_for(lambda: next((e for e in record.read_events(path) if e["event"] == "log"), None),
                     what="the first logged step")
 
 
-def assert_nothing_left(st: runner.JobState) -> None:
-    assert runner.job_processes(st) == []
-    assert runner._proc(st.launcher_pid, st.launcher_ctime) is None
-    assert all(runner._proc(r["pid"], r["ctime"]) is None for r in st.ranks)
-    assert not [p for p in psutil.process_iter() if runner._trainer_of(p, Path(st.run_dir))]
-    wait_for(lambda: runner._proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to exit")
+def ended(mgr: runner.JobManager, run_dir: str, timeout: float = WAIT_S) -> JobState:
+    return wait_for(lambda: (s := mgr.state(run_dir)) and not s.active and s, timeout, f"{run_dir} to end")
+
+
+def assert_nothing_left(st: JobState) -> None:
+    assert processes.job_processes(st) == []
+    assert processes.proc(st.launcher_pid, st.launcher_ctime) is None
+    assert all(processes.proc(r["pid"], r["ctime"]) is None for r in st.ranks)
+    assert not [p for p, out in processes.live_trainers() if out == Path(st.run_dir).resolve()]
+    wait_for(lambda: processes.proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to exit")
 
 
 # --- fast: no processes --------------------------------------------------------------------
@@ -86,7 +84,7 @@ TORCHRUN_SUMMARY = """\
 [rank0]:RuntimeError: Connection closed by peer
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ======================================================
-zeroboard.train FAILED
+zeroboard.training.train FAILED
 ------------------------------------------------------
 Failures:
 [1]:
@@ -102,15 +100,15 @@ Root Cause (first observed failure):
 """
 
 
-def _state_with_log(tmp_path, text: str) -> runner.JobState:
-    (tmp_path / runner.LOG_FILE).write_text(text)
-    return runner.JobState(run_dir=str(tmp_path), status="running", started=time.time())
+def _state_with_log(tmp_path, text: str) -> JobState:
+    (tmp_path / record.LOG_FILE).write_text(text)
+    return JobState(run_dir=str(tmp_path), status="running", started=time.time())
 
 
 def test_failure_names_torchruns_root_cause_rank_not_the_victim(tmp_path):
     st = _state_with_log(tmp_path, "[rank1]:last words\n" + TORCHRUN_SUMMARY)
     victim = {"event": "error", "rank": 0, "message": "RuntimeError: Connection closed by peer", "traceback": "tb"}
-    runner.conclude(st, 1, [victim])
+    outcome.conclude(st, 1, [victim])
     assert st.status == "failed" and st.failed_rank == 1 and st.exit_code == 1
     assert "SIGKILL" in st.message and "rank 1" in st.message
     assert any("Root Cause" in ln for ln in st.error_lines)
@@ -123,7 +121,7 @@ def test_a_killed_rank_wins_over_a_rank_torchrun_saw_fail_in_the_same_poll(tmp_p
                               "rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 12)  (SIGKILL)", 1)
     st = _state_with_log(tmp_path, summary)
     reset = {"event": "error", "rank": 0, "message": "RuntimeError: Connection reset by peer", "traceback": "tb"}
-    runner.conclude(st, 1, [reset])
+    outcome.conclude(st, 1, [reset])
     assert st.failed_rank == 1 and "SIGKILL" in st.message
 
 
@@ -131,33 +129,37 @@ def test_failure_uses_the_error_event_of_the_failing_rank(tmp_path):
     st = _state_with_log(tmp_path, "some output\n")
     ev = {"event": "error", "rank": 1, "message": "ValueError: cutoff_len too small",
           "traceback": "Traceback (most recent call last):\n  File x\nValueError: cutoff_len too small"}
-    runner.conclude(st, 1, [ev])
+    outcome.conclude(st, 1, [ev])
     assert st.failed_rank == 1 and "cutoff_len" in st.message
     assert st.error_lines[-1] == "ValueError: cutoff_len too small"
 
 
 def test_conclude_statuses(tmp_path):
     st = _state_with_log(tmp_path, "")
-    runner.conclude(st, 0, [{"event": "end", "status": "finished"}])
+    outcome.conclude(st, 0, [{"event": "end", "status": "finished"}])
     assert st.status == "finished"
     st = _state_with_log(tmp_path, "")
     st.abort_requested = time.time()
-    runner.conclude(st, -15, [])
+    outcome.conclude(st, -15, [])
     assert st.status == "aborted"
     st = _state_with_log(tmp_path, "")
-    runner.conclude(st, None, [])
+    outcome.conclude(st, None, [])
     assert st.status == "lost"
+    st = _state_with_log(tmp_path, "")  # a cause the supervisor knows (a full disk) beats the log
+    outcome.conclude(st, 1, [], cause=runner.say("run.disk_full", path="/x", why="No space left on device"))
+    assert st.status == "failed" and "No space left on device" in st.message and "the launcher" in st.message
 
 
 def test_one_job_per_device_set():
-    cpu = runner.JobState(run_dir="/r", status="running", device_kind="cpu", devices=[0, 1])
-    gpu = runner.JobState(run_dir="/g", status="running", device_kind="cuda", devices=[0, 1])
+    cpu = JobState(run_dir="/r", status="running", device_kind="cpu", devices=[0, 1])
+    gpu = JobState(run_dir="/g", status="running", device_kind="cuda", devices=[0, 1])
     cmd = lambda kind, ids: command.Command(["torchrun"], {}, "/", None, kind, ids)  # noqa: E731
-    assert runner._overlap(cpu, cmd("cpu", [0]))
-    assert runner._overlap(gpu, cmd("cuda", [1, 2]))
-    assert not runner._overlap(gpu, cmd("cuda", [2, 3]))
-    assert not runner._overlap(gpu, cmd("cpu", [0, 1]))
+    assert runner._overlap(cpu.device_kind, cpu.devices, cmd("cpu", [0]))
+    assert runner._overlap(gpu.device_kind, gpu.devices, cmd("cuda", [1, 2]))
+    assert not runner._overlap(gpu.device_kind, gpu.devices, cmd("cuda", [2, 3]))
+    assert not runner._overlap(gpu.device_kind, gpu.devices, cmd("cpu", [0, 1]))
     assert "CPU processes" in runner.busy_message(cpu) and "GPU 0,1" in runner.busy_message(gpu)
+    assert "/r" in runner.busy_message(cpu)  # the running job is named
 
 
 def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
@@ -170,15 +172,74 @@ def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
         assert moved.master_port != cmd.master_port and str(cmd.master_port) in notes[0]
         assert moved.argv[moved.argv.index("--master_port") + 1] == str(moved.master_port)
         fixed = demo_job(tmp_path / "run", master_port=cmd.master_port)
-        with pytest.raises(RuntimeError, match="in use"):
+        with pytest.raises(runner.StartError, match="in use"):
             runner.settle_port(fixed, cmd)
     assert runner.settle_port(prepared.spec, cmd) == (cmd, [])
 
 
-def test_state_survives_a_round_trip(tmp_path):
-    st = runner.JobState(run_dir=str(tmp_path), status="running", ranks=[{"pid": 1, "rank": 0, "ctime": 1.0}])
-    runner.write_state(st)
-    assert runner.read_state(tmp_path) == st
+def test_state_survives_a_round_trip_with_its_messages(tmp_path):
+    st = JobState(run_dir=str(tmp_path), status="running", ranks=[{"pid": 1, "rank": 0, "ctime": 1.0}],
+                  message=runner.say("run.rank_failed_stopping", rank=1, why="boom"))
+    st.log_stop(runner.say("run.stop_verified"))
+    write_state(st)
+    back = read_state(tmp_path)
+    assert back.to_json() == st.to_json()
+    assert back.message.say_in("zh").startswith("rank 1 出错") and back.stop_log[0]["msg"].say_in("zh").startswith("已确认")
+
+
+def test_state_writes_use_unique_temporary_files_and_leave_the_old_file_whole(tmp_path, monkeypatch):
+    import threading
+
+    st = JobState(run_dir=str(tmp_path), status="running")
+    errors = []
+
+    def writer(i):
+        try:
+            for _ in range(50):
+                st2 = JobState(run_dir=str(tmp_path), status="running", exit_code=i)
+                write_state(st2)
+        except Exception as e:  # a shared temporary name made two threads rename the same file
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and read_state(tmp_path).exit_code in range(4)
+    assert not list(tmp_path.glob(".*.tmp"))
+    write_state(st)
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        write_state(JobState(run_dir=str(tmp_path), status="failed"))
+    assert read_state(tmp_path).status == "running" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_only_registered_runs_have_a_state_and_can_be_aborted(tmp_path, index):
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    write_state(JobState(run_dir=str(stray), status="running", launcher_pid=os.getpid(),
+                         launcher_ctime=psutil.Process().create_time()))
+    mgr = runner.JobManager(index=index)
+    assert mgr.state(stray) is None and mgr.abort(stray) is None  # nothing is signalled: this test process lives on
+
+
+def test_a_run_whose_supervisor_never_started_is_failed_in_the_index_not_in_its_state(tmp_path, index):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / record.SUPERVISOR_LOG).write_text("ModuleNotFoundError: boom\n")
+    reg = Registry(index)
+    with reg.locked():
+        reg.add({"run_dir": str(run), "source": "cli", "supervisor_pid": 999_999_999, "supervisor_ctime": 1.0,
+                 "device_kind": "cpu", "devices": [0, 1]})
+    st = runner.JobManager(index=index).state(run)
+    assert st.status == "failed" and "boom" in st.message
+    assert not (run / record.STATE_FILE).exists()  # only a supervisor writes state.json
+    assert reg.entry(run)["outcome"]["status"] == "failed"
 
 
 # --- end to end: real launcher processes -----------------------------------------------------
@@ -189,15 +250,16 @@ def test_job_finishes_and_leaves_its_record(tmp_path, index):
     mgr = runner.JobManager(index=index)
     st = mgr.start(prepared_for(tmp_path / "run", max_steps=10))
     assert st.status == "running" and st.launcher_pid
-    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, what="the job to end")
+    st = ended(mgr, st.run_dir)
     assert st.status == "finished", st.message
     assert st.exit_code == 0
     run = Path(st.run_dir)
-    for name in (runner.STATE_FILE, runner.COMMAND_FILE, runner.SPEC_FILE, runner.LOG_FILE, checks.RESULT_FILE):
+    for name in (record.STATE_FILE, record.COMMAND_FILE, record.SPEC_FILE, record.LOG_FILE, record.RESULT_FILE):
         assert (run / name).is_file(), name
-    log = (run / runner.LOG_FILE).read_text()
+    log = (run / record.LOG_FILE).read_text()
     assert "[rank0]:" in log and "[rank1]:" in log  # every line says which rank wrote it
     assert mgr.run_dirs()[0] == st.run_dir
+    assert json.loads((run / record.RESULT_FILE).read_text())["deepspeed_stage"] == "none"
     assert_nothing_left(st)
 
 
@@ -216,11 +278,14 @@ def test_abort_from_a_restarted_manager_leaves_no_process(tmp_path, index):
     assert found is not None and found.run_dir == st.run_dir and found.status == "running"
     assert {r["rank"] for r in found.ranks} >= {0, 1}
     second.abort(st.run_dir)
-    st = wait_for(lambda: (s := second.state(st.run_dir)) and not s.active and s, 90, "the abort to finish")
+    st = ended(second, st.run_dir, 90)
     assert st.status == "aborted", st.message
     assert st.leftover == []
-    assert any("SIGTERM" in line for line in st.stop_log)
-    assert any("verified: no process of the job is left" in line for line in st.stop_log)
+    assert any("SIGTERM" in e["msg"] for e in st.stop_log)
+    assert any("verified: no process of the job is left" in e["msg"] for e in st.stop_log)
+    log = (Path(st.run_dir) / record.LOG_FILE).read_text()
+    # torchrun's report of our SIGTERM (a SignalException traceback) is one line, so the log does not end like a crash
+    assert "SignalException" not in log and "not a crash" in log and "Traceback" not in log
     assert_nothing_left(st)
 
 
@@ -230,12 +295,14 @@ def test_abort_still_works_when_the_supervisor_was_killed(tmp_path, index):
     st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000))
     first_log_event(st.run_dir)
     os.kill(st.supervisor_pid, signal.SIGKILL)
-    wait_for(lambda: runner._proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to die")
+    wait_for(lambda: processes.proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to die")
     assert mgr.state(st.run_dir).status == "running"  # the job itself runs on
     mgr.abort(st.run_dir)
-    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, 90, "the abort to finish")
+    st = ended(mgr, st.run_dir, 90)
     assert st.status == "aborted" and st.leftover == []
-    assert runner.job_processes(st) == []
+    assert processes.job_processes(st) == []
+    assert Registry(index).entry(st.run_dir)["outcome"]["status"] == "aborted"  # recorded where a manager may write
+    assert read_state(st.run_dir).status == "running"  # the dead supervisor's file is left as it wrote it
 
 
 @pytest.mark.e2e
@@ -247,7 +314,7 @@ def test_a_killed_rank_is_reported_within_seconds_and_the_others_stopped(tmp_pat
     victim = next(r for r in st.ranks if r["rank"] == 1)
     os.kill(victim["pid"], signal.SIGKILL)
     t0 = time.time()
-    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, 60, "the failure to be reported")
+    st = ended(mgr, st.run_dir, 60)
     assert time.time() - t0 < 30
     assert st.status == "failed" and st.failed_rank == 1, st.message
     assert st.exit_code not in (0, None)
@@ -266,9 +333,9 @@ def test_a_python_error_is_reported_with_rank_and_traceback_and_a_taken_port_is_
         mgr = runner.JobManager(index=index)
         st = mgr.start(prepared)
         assert st.master_port != taken and any(str(taken) in n for n in st.notes)
-    st = wait_for(lambda: (s := mgr.state(st.run_dir)) and not s.active and s, what="the failure")
+    st = ended(mgr, st.run_dir)
     assert st.status == "failed" and st.failed_rank in (0, 1), st.message
     assert "no_such_optimizer" in st.message
     assert any("Error" in line for line in st.error_lines)
-    assert str(st.master_port) in (Path(st.run_dir) / runner.COMMAND_FILE).read_text()
+    assert str(st.master_port) in (Path(st.run_dir) / record.COMMAND_FILE).read_text()
     assert_nothing_left(st)

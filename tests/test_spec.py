@@ -7,13 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from zeroboard import spec
+from zeroboard import words
+from zeroboard.job import spec
 
 
-def test_every_field_has_help_and_section():
+def test_every_field_has_a_section_and_words_in_both_languages():
     for f in dataclasses.fields(spec.JobSpec):
-        assert f.metadata["help"], f.name
         assert f.metadata["section"] in {"model", "data", "train", "speed", "lora", "output", "devices"}, f.name
+        en_label, zh_label, en_help, zh_help = words.fields.FIELDS[f.name]
+        assert en_label and zh_label and en_help and zh_help, f.name
+        assert zh_help != en_help and zh_label, f.name
+    assert set(words.fields.FIELDS) == set(spec.FIELDS)  # no words for a field that is gone
 
 
 def test_yaml_round_trip_keeps_every_value():
@@ -77,3 +81,17 @@ def test_shipped_examples_match_the_schema(root: Path):
     assert files, "examples/*.yaml missing"
     for f in files:
         spec.load_yaml(f)  # raises on any unknown key or bad type
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", float("nan"), float("inf")])
+def test_non_finite_numbers_are_refused(value):
+    with pytest.raises(spec.SpecError) as e:
+        spec.from_dict({"num_train_epochs": value})
+    assert "finite" in e.value.problems["num_train_epochs"]
+
+
+def test_messages_are_catalog_sentences_in_both_languages():
+    with pytest.raises(spec.SpecError) as e:
+        spec.from_dict({"deepspeed_stage": "1"})
+    msg = e.value.problems["deepspeed_stage"]
+    assert msg.say_in("en").startswith("must be one of") and msg.say_in("zh").startswith("必须是")

@@ -1,11 +1,12 @@
-"""The trainer's own resolution of the speed-up options (train.Speedups), on this CPU machine."""
+"""The trainer's own resolution of the speed-up options (speedups.Speedups), on this CPU machine."""
 
 from __future__ import annotations
 
 import pytest
 
-from zeroboard import checks, train
-from zeroboard.spec import JobSpec
+from zeroboard.job import modelinfo
+from zeroboard.job.spec import JobSpec
+from zeroboard.training import speedups
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def liger_here(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(checks, "installed", lambda module: True)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
     table = types.ModuleType("liger_kernel.transformers.monkey_patch")
     table.MODEL_TYPE_TO_APPLY_LIGER_FN = {"llama": object()}
     for name in ("liger_kernel", "liger_kernel.transformers"):
@@ -41,34 +42,38 @@ def liger_here(monkeypatch):
 
 
 def test_auto_says_why_liger_stays_off(model_dir, no_gpu):
-    speed = train.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="auto", attn_implementation="sdpa"), None)
+    speed = speedups.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="auto", attn_implementation="sdpa"), None)
     assert not speed.liger and speed.attn == "sdpa"
     assert "Liger kernels off (no CUDA device)" in speed.notes
 
 
 def test_liger_on_without_what_it_needs_stops_naming_the_field(model_dir, monkeypatch, no_gpu):
     with pytest.raises(ValueError, match="^liger_kernel: is on but no CUDA device"):
-        train.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
+        speedups.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(checks, "installed", lambda module: False)
+    monkeypatch.setattr(modelinfo, "installed", lambda module: False)
     with pytest.raises(ValueError, match="liger-kernel is not installed"):
-        train.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
+        speedups.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
 
 
 def test_the_weights_line_says_what_the_job_keeps(model_dir):
     def notes(ds=None, **kw):
-        return train.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds).notes
+        return speedups.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds).notes
 
     assert "weights: bf16 (pure bf16, no fp32 master copy)" in notes(precision="bf16", pure_bf16=True)
-    assert "weights: fp32 master + autocast" in notes(precision="bf16")
-    assert "weights: 16-bit, DeepSpeed keeps fp32 master" in notes({"zero_optimization": {"stage": 2}}, precision="bf16")
+    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16")
+    assert "weights: bf16 (DeepSpeed ZeRO-2 keeps the fp32 master copy)" in notes({"zero_optimization": {"stage": 2}},
+                                                                                  precision="bf16")
+    # an fp32 run under DeepSpeed holds fp32 weights: no 16-bit copy is claimed
+    assert "weights: fp32 (DeepSpeed ZeRO-3, no 16-bit copy)" in notes({"zero_optimization": {"stage": 3}}, precision="fp32")
+    assert "weights: fp32" in notes(precision="fp32")
 
 
 def test_liger_keeps_its_fused_loss_off_where_it_would_be_wrong(model_dir, liger_here):
     def speed(ds=None, **kw):
-        return train.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds)
+        return speedups.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds)
 
     plain = speed()
     assert plain.liger and plain.liger_config == {} and "fused linear cross-entropy" in plain.notes[0]
@@ -82,12 +87,12 @@ def test_liger_skips_model_types_it_does_not_know(tmp_path, liger_here):
     from transformers import GPT2Config
 
     GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(tmp_path)
-    auto = train.Speedups(JobSpec(model_name_or_path=str(tmp_path)), None)
+    auto = speedups.Speedups(JobSpec(model_name_or_path=str(tmp_path)), None)
     assert not auto.liger and "no Liger kernels for model type 'gpt2'" in auto.notes[0]
     with pytest.raises(ValueError, match="^liger_kernel: is on but no Liger kernels for model type 'gpt2'"):
-        train.Speedups(JobSpec(model_name_or_path=str(tmp_path), liger_kernel="on"), None)
+        speedups.Speedups(JobSpec(model_name_or_path=str(tmp_path), liger_kernel="on"), None)
 
 
 def test_pure_bf16_refuses_a_job_that_is_not_bf16(model_dir):
     with pytest.raises(ValueError, match="^pure_bf16: needs bf16 compute but this job runs in fp16"):
-        train.Speedups(JobSpec(model_name_or_path=model_dir, pure_bf16=True, precision="fp16"), None)
+        speedups.Speedups(JobSpec(model_name_or_path=model_dir, pure_bf16=True, precision="fp16"), None)

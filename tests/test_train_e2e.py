@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from zeroboard import checks, demo, events, reload
+from zeroboard.data import demo
+from zeroboard.job import modelinfo, record as events
+from zeroboard.outputs import reload
 
 pytestmark = pytest.mark.e2e
 
@@ -64,8 +66,9 @@ def test_matrix(tmp_path, stage, offload, ft, launcher):
     assert all(len(e["memory"]) == 2 and e["memory"][0]["rss_peak_bytes"] > 0 for e in logs)
     assert all(e["tokens_per_sec"] > 0 for e in logs)
 
-    result = json.loads((out / checks.RESULT_FILE).read_text())
+    result = json.loads((out / events.RESULT_FILE).read_text())
     assert result["kind"] == ("lora_adapter" if ft == "lora" else "full_model")
+    assert result["deepspeed_stage"] == stage and result["offload"]["optimizer"] == offload  # the effective setting
     assert (out / ("adapter_config.json" if ft == "lora" else "config.json")).is_file()
     assert (out / "job.yaml").is_file() and (out / "train.log").is_file() and (out / "command.json").is_file()
     if stage == "none":
@@ -77,9 +80,21 @@ def test_matrix(tmp_path, stage, offload, ft, launcher):
         resolved = json.loads((out / "ds_config.resolved.json").read_text())
         assert resolved["train_micro_batch_size_per_gpu"] == 8 and resolved["train_batch_size"] == 16
 
+    assert_reloads_trained_weights(out)
+
+
+def assert_reloads_trained_weights(out) -> None:
+    """The saved result reloads, answers, and carries the training: its logits differ from the base model's."""
+    import torch
+
     model, tok = reload.load(out)
+    base, _ = reload.load("cache/demo/model")
     (text,) = reload.answer(model, tok, ["What is 2 plus 3?"], max_new_tokens=12)
-    assert isinstance(text, str) and text
+    assert isinstance(text, str)
+    ids = tok("What is 2 plus 3?", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        tuned, untouched = model(ids).logits.float(), base(ids).logits.float()
+    assert not torch.allclose(tuned, untouched, atol=1e-4), "the reloaded model is the base model: training was lost"
 
 
 def test_default_demo_learns_who_it_is(tmp_path):
@@ -134,11 +149,9 @@ def test_packing_and_pure_bf16_train_and_reload(tmp_path):
     assert start["speedups"]["attn_implementation"] == "sdpa" and start["speedups"]["liger"] is False  # no GPU here
     curve = losses(out)
     assert curve[-1] < curve[0], curve
-    header = checks.safetensors_header(out / "adapter_model.safetensors")
+    header = modelinfo.safetensors_header(out / "adapter_model.safetensors")
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"BF16"}  # the adapter trained in bf16
-    model, tok = reload.load(out)
-    (text,) = reload.answer(model, tok, ["Who are you?"], max_new_tokens=12)
-    assert isinstance(text, str) and text
+    assert_reloads_trained_weights(out)
 
 
 def test_a_fresh_checkout_trains_the_demo_from_the_command_line(tmp_path):

@@ -12,8 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from zeroboard import devices, events, runner, spec
-from zeroboard.webui import handlers, i18n
+from zeroboard import words
+from zeroboard.job import devices, record as events, spec
+from zeroboard.runs import manager as runner
+from zeroboard.runs.state import JobState, write_state
+from zeroboard.webui import handlers
 from zeroboard.webui.live import Live
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +43,15 @@ def demo_values(out: Path, **changes) -> dict:
     values.pop("gpu_ids")  # no GPU: the page has no GPU picker
     values.update(changes)
     return values
+
+
+def register(manager: runner.JobManager, st: JobState) -> JobState:
+    """Put a run in the manager's index, as Start does: only registered runs are shown or signalled."""
+    write_state(st)
+    with manager.registry.locked():
+        manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
+                              "devices": st.devices})
+    return st
 
 
 def app_config(demo) -> str:
@@ -83,14 +95,18 @@ def test_the_page_renders_every_field_devices_last(gr, manager):
 
 
 def test_labels_exist_in_both_languages_and_use_the_course_words():
-    for name in spec.FIELDS:
-        assert i18n.label(name, "en") and i18n.label(name, "zh") and i18n.info(name, "zh"), name
-    assert i18n.label("device_count", "zh") == "设备数量"
-    assert i18n.label("deepspeed_stage", "zh") == "DeepSpeed stage"
-    assert i18n.label("offload", "zh") == "使用 offload"
-    assert i18n.label("preview", "zh") == "预览命令"
-    assert i18n.label("start", "zh") == "开始"
-    assert i18n.label("offload", "en") == "Enable offload"
+    for name in spec.FIELDS:  # each from the catalog's own table: a field it lacks raises, never falls back
+        en, zh, en_help, zh_help = words.fields.FIELDS[name]
+        assert words.label(name, "en") == en and words.label(name, "zh") == zh != name, name
+        assert words.help_text(name, "zh") == zh_help and zh_help != en_help, name
+    with pytest.raises(KeyError):
+        words.label("no_such_field", "en")
+    assert words.label("device_count", "zh") == "设备数量"
+    assert words.label("deepspeed_stage", "zh") == "DeepSpeed stage"
+    assert words.label("offload", "zh") == "使用 offload"
+    assert words.label("preview", "zh") == "预览命令"
+    assert words.label("start", "zh") == "开始"
+    assert words.label("offload", "en") == "Enable offload"
 
 
 @pytest.mark.parametrize("lang,words", [("zh", ["设备数量", "DeepSpeed stage", "使用 offload", "预览命令", "开始"]),
@@ -173,7 +189,8 @@ def test_device_count(tmp_path):
 def test_save_then_load_arguments(tmp_path):
     path = tmp_path / "saved" / "job.yaml"
     values = demo_values(tmp_path / "run", learning_rate=0.001, deepspeed_stage="3")
-    assert "Saved" in handlers.save_args(values, str(path))
+    message, confirm = handlers.save_args(values, str(path))
+    assert "Saved" in message and not confirm
     loaded, message = handlers.load_args(str(path))
     assert loaded is not None and "Loaded" in message
     assert loaded["learning_rate"] == 0.001 and loaded["deepspeed_stage"] == "3"
@@ -197,9 +214,9 @@ def test_loading_a_malformed_file_leaves_every_widget_as_it_is(gr, manager, tmp_
     demo = app.build_app(manager, gpus=[])
     path = tmp_path / "bad.yaml"
     path.write_text("deepspeed_stage: 5\n")
-    load = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_load" and len(fn.inputs) == 1
+    load = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_load" and len(fn.inputs) == 2
                 and len(fn.outputs) > 10)
-    out = load.fn(str(path))
+    out = load.fn(str(path), "en")
     assert all(o == gr.skip() for o in out[:-1])
     assert "deepspeed_stage" in out[-1] and "must be one of none, 2, 3" in out[-1]
 
@@ -210,20 +227,20 @@ def test_dataset_preview_shows_a_few_samples():
     assert "Error" in handlers.dataset_preview("cache/demo/data", "no_such_set")
 
 
-def _fake_running_job(run_dir: Path) -> runner.JobState:
+def _fake_running_job(run_dir: Path) -> JobState:
     """A job record whose supervisor and launcher are this very process: it counts as running."""
     me = psutil.Process()
     run_dir.mkdir(parents=True)
-    st = runner.JobState(run_dir=str(run_dir), status="running", device_kind="cpu", devices=[0, 1],
+    st = JobState(run_dir=str(run_dir), status="running", device_kind="cpu", devices=[0, 1],
                          supervisor_pid=me.pid, supervisor_ctime=me.create_time(), launcher_pid=me.pid,
                          launcher_ctime=me.create_time(), started=time.time())
-    runner.write_state(st)
+    write_state(st)
     return st
 
 
 def test_a_second_start_says_what_is_running(manager, tmp_path):
     busy = _fake_running_job(tmp_path / "busy")
-    manager._register(busy.run_dir)
+    register(manager, busy)
     checked, state, message = handlers.start(demo_values(tmp_path / "second"), [], manager)
     assert state is None and checked.ok
     assert "already running on CPU processes" in message and busy.run_dir in message
@@ -232,6 +249,7 @@ def test_a_second_start_says_what_is_running(manager, tmp_path):
 
 def test_abort_without_a_run_says_so(manager):
     assert "no run selected" in handlers.abort(manager, None)
+    assert "not a run of this page" in handlers.abort(manager, "/etc")  # a typed-in folder is never signalled
 
 
 # --- live view ------------------------------------------------------------------------------
@@ -242,13 +260,12 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
 
     run = tmp_path / "run"
     run.mkdir()
-    (run / runner.LOG_FILE).write_text("[rank0]:hello\n")
+    (run / events.LOG_FILE).write_text("[rank0]:hello\n")
     ev = events.EventWriter(run, 0)
     ev.emit("start", world_size=2, devices=[], total_steps=10)
     ev.emit("log", step=5, total_steps=10, loss=1.5, lr=1e-3, tokens_per_sec=900.0, eta=3.0, memory=[])
-    st = runner.JobState(run_dir=str(run), status="finished", message="finished", exit_code=0, started=time.time() - 5,
-                         ended=time.time())
-    runner.write_state(st)
+    register(manager, JobState(run_dir=str(run), status="finished", message="finished", exit_code=0,
+                               started=time.time() - 5, ended=time.time()))
     live = Live(manager)
     snap = live.snapshot(str(run))
     assert snap.log_text == "[rank0]:hello" and snap.loss == [{"step": 5, "loss": 1.5}]
@@ -256,7 +273,7 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     assert "step 10/10 · elapsed 0:05 · ETA 0:00" in snap.progress_html and "exit code: `0`" in snap.final_md
     zh = live.snapshot(str(run), "zh")
     assert "第 10/10 步 · 已用 0:05 · 预计剩余 0:00" in zh.progress_html and "退出码: `0`" in zh.final_md
-    with (run / runner.LOG_FILE).open("a") as fh:
+    with (run / events.LOG_FILE).open("a") as fh:
         fh.write("[rank1]:world\n")
     snap2 = live.snapshot(str(run))
     assert snap2.log_version == 2 and snap2.log_text.endswith("[rank1]:world")
@@ -274,30 +291,30 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     assert panels.procs.postprocess(zh[procs]).headers == zh[procs]["headers"]  # what gradio sends to the page
 
 
-def test_a_log_outside_the_served_folders_is_copied_for_download(tmp_path, monkeypatch):
+def test_the_full_log_is_served_as_a_static_path_not_copied(tmp_path):
+    from gradio.data_classes import _StaticFiles
+
     from zeroboard.webui import live_panels
 
     log = tmp_path / "launcher.log"
     log.write_text("hello\n")
-    assert live_panels.downloadable(str(log)) == str(log.resolve())  # pytest's tmp is in the temp dir
-    monkeypatch.setattr(live_panels.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    copy = live_panels.downloadable(str(log))
-    assert copy.startswith(str(tmp_path / "tmp")) and Path(copy).read_text() == "hello\n"
+    assert live_panels.downloadable(str(log)) == str(log.resolve())
+    assert log.resolve() in _StaticFiles.all_paths and tmp_path.resolve() not in _StaticFiles.all_paths
     assert live_panels.downloadable(None) is None
 
 
 def test_a_failed_run_shows_exit_code_rank_and_error_lines(manager, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    st = runner.JobState(run_dir=str(run), status="failed", message="failed (exit code 1): rank 1: killed by SIGKILL",
+    st = JobState(run_dir=str(run), status="failed", message="failed (exit code 1): rank 1: killed by SIGKILL",
                          exit_code=1, failed_rank=1, error_lines=["Root Cause", "rank : 1"])
-    runner.write_state(st)
+    register(manager, st)
     md = Live(manager).snapshot(str(run)).final_md
     assert "exit code: `1`" in md and "failed rank: **1**" in md and "Root Cause" in md
 
 
 def test_memory_panel_rows_for_gpus_and_for_cpu():
-    from zeroboard import monitor
+    from zeroboard.runs import monitor
 
     detect = lambda with_processes=False: [  # noqa: E731
         devices.Gpu(0, "NVIDIA H200", 143 << 30, 100 << 30, 43 << 30, 87, (9, 0), [devices.GpuProcess(4242, 40 << 30)])]
@@ -308,8 +325,9 @@ def test_memory_panel_rows_for_gpus_and_for_cpu():
     cpu = monitor.take_sample(None, lambda with_processes=False: [])
     cpu.ranks = [{"rank": 0, "pid": 1, "rss_bytes": 300 << 20}]
     assert monitor.process_rows(cpu, {0: {"rss_peak_bytes": 400 << 20}}) == [
-        ["cpu", 1, 0, "zeroboard.train", "300 MiB", "400 MiB"]]
-    assert {r["series"] for r in monitor.history_rows([cpu])} == {"host RAM", monitor.JOB_SERIES}
+        ["cpu", 1, 0, "zeroboard.training.train", "300 MiB", "400 MiB"]]
+    assert {r["series"] for r in monitor.history_rows([cpu])} == {"host RAM", "job (all ranks)"}
+    assert {r["series"] for r in monitor.history_rows([cpu], "zh")} == {"主机内存", "任务(所有进程)"}
     mon = monitor.Monitor(detect=lambda with_processes=False: [])
     assert mon.sample(None) is mon.sample(None)  # one sample per interval however many pages ask
 
@@ -318,8 +336,8 @@ def test_memory_panel_rows_for_gpus_and_for_cpu():
 
 
 def test_the_web_server_never_imports_torch_or_transformers(tmp_path):
-    code = ("import sys; from zeroboard.webui import app; from zeroboard import runner; "
-            f"app.build_app(runner.JobManager(index={str(tmp_path / 'r.json')!r})); "
+    code = ("import sys; from zeroboard.webui import app; from zeroboard.runs import manager; "
+            f"app.build_app(manager.JobManager(index={str(tmp_path / 'r.json')!r})); "
             "bad = [m for m in ('torch', 'transformers', 'deepspeed', 'peft') if m in sys.modules]; "
             "print('heavy:', bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

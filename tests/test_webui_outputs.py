@@ -12,10 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from zeroboard import devices, events, planner, runner, spec
-from zeroboard.webui import handlers, i18n, output_check
+from zeroboard import planner, words
+from zeroboard.job import devices, record as events, spec
+from zeroboard.planner import record as plan_record
+from zeroboard.runs import manager as runner
+from zeroboard.runs.state import JobState, write_state
+from zeroboard.webui import handlers, output_check
 from zeroboard.webui.live import Live
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +51,14 @@ def demo_values(out: Path, gpus: bool = False, **changes) -> dict:
     return values
 
 
+def register(manager: runner.JobManager, st: JobState) -> JobState:
+    write_state(st)
+    with manager.registry.locked():
+        manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
+                              "devices": st.devices})
+    return st
+
+
 def plan_fn(demo):
     return next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_plan")
 
@@ -65,15 +78,67 @@ def test_the_plan_is_on_the_first_paint_and_labelled_in_both_languages(gr, manag
         assert word in json.dumps(config, ensure_ascii=False, default=str)
 
 
-def test_the_plan_follows_every_field_the_planner_reads(gr, manager):
+def _other_value(name: str, value, tmp_path: Path):
+    """A different valid value for a field (for paths: another model, or a DeepSpeed file of one's own)."""
+    t = spec.field_type(name)
+    if name == "attn_implementation":
+        return "eager"  # sdpa is what auto means
+    if spec.choices(name):
+        return next(c for c in spec.choices(name) if c != value)
+    if t is bool:
+        return not value
+    if t in (int, float):
+        return value * 2 + 1
+    if name == "model_name_or_path":
+        other = tmp_path / "other-model"
+        other.mkdir(exist_ok=True)
+        (other / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 96, "intermediate_size": 256,
+                                                       "num_hidden_layers": 3, "num_attention_heads": 4,
+                                                       "num_key_value_heads": 2, "vocab_size": 1000}))
+        return str(other)
+    if name == "deepspeed":
+        ds = tmp_path / "mine.json"
+        ds.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+        return str(ds)
+    if name == "lora_target":
+        return ["q_proj"]
+    if spec._is_list(t):
+        return [*value, "x"]
+    if t is dict:
+        return {"optim": "adamw_torch"}
+    return f"{value}-other"
+
+
+@pytest.mark.parametrize("gpus", [[], FAKE_GPUS], ids=["cpu", "gpu"])
+def test_the_plan_follows_every_field_the_planner_reads(gr, manager, tmp_path, gpus):
+    """The expectation is found by behaviour: each field whose change changes the plan must redraw the panel."""
     from zeroboard.webui import app
 
-    demo = app.build_app(manager, gpus=[])
+    demo = app.build_app(manager, gpus=gpus)
     fn = plan_fn(demo)
-    # every field the planner reads (no GPU picker on CPU), and the language
-    assert len(fn.targets) == len([n for n in handlers.PLAN_FIELDS if n != "gpu_ids"]) + 1
     names = [c.elem_id.removeprefix("zb-") for c in fn.inputs]
     assert names[-1] == "lang"
+    triggers = {demo.blocks[t[0]].elem_id.removeprefix("zb-") for t in fn.targets}
+    base = spec.load_yaml(REPO / "examples" / "demo.yaml")
+    base.output_dir = str(tmp_path / "run")
+    if gpus:
+        base.precision = "bf16"  # so that pure bf16 (GPU only) has something to change
+    reference = planner.panel(base, gpus)
+    moving = set()
+    for name in spec.FIELDS:
+        if name == "gpu_ids" and not gpus:  # no GPU here: the page has no picker
+            continue
+        value = [1] if name == "gpu_ids" else _other_value(name, getattr(base, name), tmp_path)
+        changed = spec.JobSpec(**{**spec.to_dict(base), name: value})
+        if planner.panel(changed, gpus) != reference:
+            moving.add(name)
+    assert {"deepspeed_stage", "per_device_train_batch_size", "cutoff_len", "gradient_checkpointing"} <= moving
+    gpu_only = {"pure_bf16", "gpu_ids", "attn_implementation"}
+    assert gpu_only <= moving if gpus else "precision" in moving, gpu_only - moving
+    assert moving <= triggers, f"the plan goes stale when these change: {moving - triggers}"
+    assert "lang" in triggers
+    if gpus:
+        return
 
     def plan(lang: str = "en", **changes) -> str:
         values = {**dict.fromkeys(names), **demo_values(Path("runs/x"), **changes), "lang": lang}
@@ -81,15 +146,12 @@ def test_the_plan_follows_every_field_the_planner_reads(gr, manager):
 
     assert "no DeepSpeed on 2 CPU processes" in plan()
     assert "ZeRO-3,2 个 CPU 进程" in plan("zh", deepspeed_stage="3")
-    assert "ZeRO-2 on 2 CPU processes" in plan(deepspeed_stage="2")
     assert "ZeRO-3 on 3 CPU processes" in plan(deepspeed_stage="3", num_processes=3)
     assert "micro-batch 4 x 256 tokens; gradient checkpointing" in plan(per_device_train_batch_size=4,
                                                                         cutoff_len=256, gradient_checkpointing=True)
-    assert "LoRA r4" in plan(lora_rank=4) and "full fine-tuning" in plan(finetuning_type="full")
-    assert plan(lora_target="q_proj") != plan(lora_target="all")
     broken = plan(cutoff_len=None)
     assert "fix the marked fields" in broken and "`cutoff_len`" in broken
-    assert "Memory plan unavailable" in plan(model_name_or_path="/no/such/model")
+    assert "Memory plan unavailable" in plan(model_name_or_path="cache/no/such/model")
 
 
 def test_the_plan_reads_gpus_offload_and_a_custom_deepspeed_file(tmp_path):
@@ -102,7 +164,7 @@ def test_the_plan_reads_gpus_offload_and_a_custom_deepspeed_file(tmp_path):
     ds.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
     assert "ZeRO-3 on 2 CPU processes" in handlers.plan_markdown(demo_values(tmp_path, deepspeed=str(ds)), [])
     ds.write_text("{oops")
-    assert "cannot be read as JSON" in handlers.plan_markdown(demo_values(tmp_path, deepspeed=str(ds)), [])
+    assert "is not valid JSON" in handlers.plan_markdown(demo_values(tmp_path, deepspeed=str(ds)), [])
 
 
 # --- estimate vs measured ------------------------------------------------------------------------
@@ -110,21 +172,21 @@ def test_the_plan_reads_gpus_offload_and_a_custom_deepspeed_file(tmp_path):
 
 def _run_with_plan(run: Path, status: str = "finished") -> dict:
     job = spec.load_yaml(REPO / "examples" / "demo.yaml")
-    plan = planner.save_plan(planner.estimate(job, []), run)
+    plan = plan_record.save_plan(planner.estimate(job, []), run)
     ev = events.EventWriter(run, 0)
     ev.emit("start", world_size=2, devices=[], total_steps=10)
     ev.emit("log", step=5, total_steps=10, loss=1.5, memory=[{"rank": 0, "rss_peak_bytes": 400 << 20},
                                                             {"rank": 1, "rss_peak_bytes": 500 << 20}])
-    runner.write_state(runner.JobState(run_dir=str(run), status=status, message=status, exit_code=0,
-                                       started=time.time() - 5, ended=time.time()))
-    return json.loads(plan.read_text())
+    st = JobState(run_dir=str(run), status=status, message=status, exit_code=0, started=time.time() - 5, ended=time.time())
+    return json.loads(plan.read_text()), st
 
 
 def test_estimate_vs_measured_per_rank_in_the_live_view(gr, manager, tmp_path):
     from zeroboard.webui import live_panels
 
     run = tmp_path / "run"
-    plan = _run_with_plan(run)
+    plan, st = _run_with_plan(run)
+    register(manager, st)
     snap = Live(manager).snapshot(str(run))
     est = plan["host_bytes"]
     assert "| 0 |" in snap.mem_md and "| 1 |" in snap.mem_md and "RSS" in snap.mem_md
@@ -144,7 +206,7 @@ def test_estimate_vs_measured_per_rank_in_the_live_view(gr, manager, tmp_path):
 def test_no_plan_or_no_measurement_shows_nothing(manager, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    runner.write_state(runner.JobState(run_dir=str(run), status="running", started=time.time()))
+    register(manager, JobState(run_dir=str(run), status="running", started=time.time()))
     assert Live(manager).snapshot(str(run)).mem_md == ""
 
 
@@ -167,16 +229,17 @@ def test_the_panel_shows_for_a_finished_run_with_the_right_buttons(gr, manager, 
     assert output_check.view(str(run), "running").visible is False
     v = output_check.view(str(run), "finished")
     assert v.visible and v.can_merge and not v.can_consolidate and "a LoRA adapter" in v.saved
+    assert "LoRA 适配器" in output_check.view(str(run), "finished", "zh").saved
     (tmp_path / "run-merged").mkdir()
     assert v.merge_dir == str(tmp_path / "run-merged") and output_check.new_dir_name(run, "merge").endswith("-merged-2")
     zero = tmp_path / "zero"
     (zero / "global_step4").mkdir(parents=True)
     (zero / "latest").write_text("global_step4")
     z = output_check.view(str(zero), "finished")
-    assert z.visible and z.can_consolidate and not z.can_merge and "zero_checkpoint (step 4)" in z.saved
+    assert z.visible and z.can_consolidate and not z.can_merge and "ZeRO checkpoint (step 4)" in z.saved
 
-    runner.write_state(runner.JobState(run_dir=str(run), status="finished", message="finished", exit_code=0,
-                                       started=time.time() - 5, ended=time.time()))
+    register(manager, JobState(run_dir=str(run), status="finished", message="finished", exit_code=0,
+                               started=time.time() - 5, ended=time.time()))
     with gr.Blocks():
         panels = live_panels.render_live("en", [])
     outs = live_panels.outputs(panels)
@@ -186,6 +249,7 @@ def test_the_panel_shows_for_a_finished_run_with_the_right_buttons(gr, manager, 
     assert first[outs.index(panels.check.consolidate_row)]["visible"] is False
     again, _ = live_panels.render_snapshot(panels, Live(manager).snapshot(str(run), "zh"), seen, time.time())
     assert again[outs.index(panels.check.merge_dir)] == gr.skip()  # a language switch keeps a typed folder
+    assert "LoRA 适配器" in again[outs.index(panels.check.saved)]  # and says what was saved in the new language
     assert len(output_panel.updates(v)) == len(output_panel.outputs(panels.check))
 
 
@@ -232,7 +296,9 @@ def test_the_buttons_refuse_a_run_that_has_not_finished_and_a_language_switch_re
     assert "No run selected" in list(fns["on_reload"]({}, "Who are you?", "en"))[-1][1]
     run = tmp_path / "run"
     run.mkdir()
-    runner.write_state(runner.JobState(run_dir=str(run), status="running", started=time.time()))
+    me = psutil.Process()  # its supervisor: this process, alive
+    register(manager, JobState(run_dir=str(run), status="running", started=time.time(), supervisor_pid=me.pid,
+                               supervisor_ctime=me.create_time()))
     assert "has not finished (running)" in list(fns["on_reload"]({"run_dir": str(run)}, "Who?", "en"))[-1][1]
     assert "has not finished" in list(fns["on_export"]({"run_dir": str(run)}, str(tmp_path / "new"), "en"))[-1][0]
     report = {"prompts": ["Who are you?"], "answers": ["I am"], "base_answers": ["?"]}
@@ -244,8 +310,8 @@ def test_labels_for_the_new_parts_exist_in_both_languages():
     keys = ("plan", "mem_vs_plan", "output_check", "saved", "prompts", "reload", "consolidate", "consolidate_dir",
             "merge", "merge_dir", "prompt", "tuned_answer", "base_answer", "matches", "identity")
     for key in keys:
-        assert key in i18n.UI and i18n.label(key, "en") != i18n.label(key, "zh"), key
-    assert i18n.label("reload") == "Reload and answer" and i18n.label("merge", "zh") == "合并 LoRA"
+        assert key in words.CATALOG and words.label(key, "en") != words.label(key, "zh"), key
+    assert words.label("reload") == "Reload and answer" and words.label("merge", "zh") == "合并 LoRA"
 
 
 # --- output check: the real subprocesses against a trained demo ------------------------------------------
@@ -276,7 +342,7 @@ def test_reload_and_answer_a_trained_demo(trained, manager):
     assert report["matches"][0] is not None  # "Who are you?" is an identity question: the check judges it
     table, message, again = output_check.reload_and_answer(str(trained), "Who are you?", lang="zh", with_base=False)
     assert again["prompts"] == ["Who are you?"] and "base_answers" not in again
-    assert table.startswith("| 问题 | 微调后回答 |") and "Who are you?" in table and "重新加载 lora_adapter" in message
+    assert table.startswith("| 问题 | 微调后回答 |") and "Who are you?" in table and "重新加载 LoRA 适配器" in message
     assert _listing(trained) == before  # the check never writes into the run
 
 
@@ -289,5 +355,5 @@ def test_merge_writes_a_new_folder_and_consolidate_explains_why_not(trained, tmp
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
     assert next_dir and not Path(next_dir).exists()
     message, next_dir = output_check.export("consolidate", str(trained), str(tmp_path / "cons"))
-    assert "holds no ZeRO checkpoint" in message and next_dir is None and not (tmp_path / "cons").exists()
+    assert "holds no complete ZeRO checkpoint" in message and next_dir is None and not (tmp_path / "cons").exists()
     assert _listing(trained) == before

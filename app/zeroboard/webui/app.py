@@ -9,10 +9,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import checks, devices, runner, spec
-from ..cli import load_job
-from ..spec import DEMO_MODEL
-from . import form as formmod, i18n, live_panels, train_page
+from .. import words
+from ..job import devices, folders, spec
+from ..job.spec import DEMO_MODEL
+from ..runs.manager import JobManager
+from . import form as formmod, live_panels, train_page
 from .live import Live
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -37,26 +38,25 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 def fresh_output_dir(job: spec.JobSpec) -> spec.JobSpec:
     """A newcomer's form should preview cleanly: move off an output dir that holds an earlier run."""
     out = Path(job.output_dir)
-    if checks.finished_marks(out) and not job.resume:
-        job.output_dir = str(checks.free_dir_name(out))
+    if (folders.run_marks(out) or folders.foreign_files(out)) and not job.resume:
+        job.output_dir = str(folders.free_dir_name(out))
     return job
 
 
-def build_app(manager: runner.JobManager | None = None, lang: str | None = None,
+def build_app(manager: JobManager | None = None, lang: str | None = None,
               job: spec.JobSpec | None = None, gpus: list[devices.Gpu] | None = None) -> gr.Blocks:
-    manager = manager or runner.JobManager()
-    lang = lang or os.environ.get("ZEROBOARD_LANG", i18n.DEFAULT)
-    lang = lang if lang in i18n.LANGS else i18n.DEFAULT
-    job = fresh_output_dir(job or load_job(None))
+    manager = manager or JobManager()
+    lang = words.lang_of(lang) if lang else words.default_lang()
+    job = fresh_output_dir(job or spec.load_job(None))
     gpus = devices.detect_gpus() if gpus is None else gpus
     live = Live(manager)
 
     with gr.Blocks(title="ZeroBoard") as demo:
         session = gr.State({})
         with gr.Row():
-            title = gr.Markdown(f"## {i18n.label('title', lang)}", elem_id="zb-title")
-            lang_radio = gr.Radio([(name, code) for code, name in i18n.LANGS.items()], value=lang,
-                                  label=i18n.label("lang", lang), scale=0, min_width=200, elem_id="zb-lang")
+            title = gr.Markdown(f"## {words.label('title', lang)}", elem_id="zb-title")
+            lang_radio = gr.Radio([(name, code) for code, name in words.LANGS.items()], value=lang,
+                                  label=words.label("lang", lang), scale=0, min_width=200, elem_id="zb-lang")
         page = train_page.render_train(job, lang, gpus)
         panels = live_panels.render_live(lang, gpus)
 
@@ -72,9 +72,9 @@ def wire_language(form: formmod.Form, panels: live_panels.LivePanels, title: gr.
 
     def relabel(lang: str):
         out = formmod.relabel(form, lang)
-        out += [gr.update(**{prop: i18n.label(key, lang)}) for key, (_, prop) in texts.items() if key not in form.texts]
-        out.append(gr.update(label=i18n.label("device_count", lang), info=i18n.label("device_count_info", lang)))
-        return [*out, f"## {i18n.label('title', lang)}", gr.update(label=i18n.label("lang", lang))]
+        out += [gr.update(**{prop: words.label(key, lang)}) for key, (_, prop) in texts.items() if key not in form.texts]
+        out.append(gr.update(label=words.label("device_count", lang), info=words.label("device_count_info", lang)))
+        return [*out, f"## {words.label('title', lang)}", gr.update(label=words.label("lang", lang))]
 
     outputs = formmod.relabel_outputs(form) + [b for k, (b, _) in texts.items() if k not in form.texts]
     radio.change(relabel, [radio], [*outputs, form.device_count, title, radio], show_progress="hidden")
@@ -86,7 +86,9 @@ def wire_fresh_output(form: formmod.Form, demo: gr.Blocks) -> None:
         job = spec.JobSpec(output_dir=current or "runs/demo")
         return fresh_output_dir(job).output_dir
 
-    demo.load(on_load, [form.fields["output_dir"]], [form.fields["output_dir"]], show_progress="hidden")
+    loaded = demo.load(on_load, [form.fields["output_dir"]], [form.fields["output_dir"]], show_progress="hidden")
+    # a mark on the page once the form is settled: tests and the screenshot tool wait for it, not for a while
+    loaded.then(None, js="() => { document.body.dataset.zbLoaded = '1'; }")
 
 
 def ensure_demo_model() -> None:
@@ -96,20 +98,18 @@ def ensure_demo_model() -> None:
     """
     if (Path(DEMO_MODEL) / "config.json").is_file():
         return
-    print("Building the offline demo model (first start only, about 15 s)...", flush=True)
+    print(words.text("page.demo_building", words.default_lang()), flush=True)
     done = subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], capture_output=True, text=True)
     if done.returncode:
-        print(f"Could not build the demo model; the trainer will try again at Start:\n{done.stderr[-1500:]}",
-              file=sys.stderr)
+        print(words.text("page.demo_failed", words.default_lang(), log=done.stderr[-1500:]), file=sys.stderr)
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
     """Serve the dashboard; beyond localhost only with a password (ZEROBOARD_PASSWORD)."""
     password = os.environ.get(PASSWORD_ENV, "")
+    lang = words.default_lang()
     if host not in LOCAL_HOSTS and not password:
-        print(f"Refusing to serve on {host}: anyone who can reach it could start jobs on this machine.\n"
-              f"Set a password first, e.g.  {PASSWORD_ENV}=... zeroboard webui --host {host}\n"
-              f"(user name: {USER_ENV} or 'zeroboard'), or keep the default --host 127.0.0.1.", file=sys.stderr)
+        print(words.text("page.refuse_host", lang, host=host, env=PASSWORD_ENV, user_env=USER_ENV), file=sys.stderr)
         return 2
     auth = (os.environ.get(USER_ENV, "zeroboard"), password) if password else None
     ensure_demo_model()
@@ -119,7 +119,7 @@ def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
         demo.launch(server_name=host, server_port=port, auth=auth, css=CSS, show_error=True, ssr_mode=False,
                     footer_links=[], quiet=False)
     except OSError as e:
-        why = "the port is in use; choose another with --port" if "empty port" in str(e) else str(e)
-        print(f"Cannot serve on {host}:{port}: {why}", file=sys.stderr)
+        why = words.text("page.port_in_use", lang) if "empty port" in str(e) else str(e)
+        print(words.text("page.cannot_serve", lang, host=host, port=port, why=why), file=sys.stderr)
         return 1
     return 0

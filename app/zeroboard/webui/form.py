@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from .. import devices, spec
-from . import handlers, i18n
+from .. import words
+from ..job import devices, spec
+from . import handlers
 
 PER_ROW = 5
 BOTTOM = ("output", "devices")  # below the buttons, in this order
@@ -49,21 +50,21 @@ class Form:
 def widget(name: str, value, lang: str, gpus: list[devices.Gpu]) -> gr.components.Component:
     """The widget for one spec field, labelled in ``lang``."""
     t = spec.field_type(name)
-    kw = dict(label=i18n.label(name, lang), elem_id=f"zb-{name}", scale=WIDE.get(name, 1), min_width=160)
+    kw = dict(label=words.label(name, lang), elem_id=f"zb-{name}", scale=WIDE.get(name, 1), min_width=160)
     value = handlers.to_form_value(name, value)
     if name == "gpu_ids":
-        opts = [(f"{g.index}: {g.name} · {g.free_bytes / 2**30:.0f} of {g.total_bytes / 2**30:.0f} GiB free", g.index)
-                for g in gpus]
-        return gr.CheckboxGroup(opts, value=value, info=i18n.info(name, lang), **kw)
+        opts = [(words.text("page.gpu_choice", lang, index=g.index, name=g.name, free=f"{g.free_bytes / 2**30:.0f}",
+                            total=f"{g.total_bytes / 2**30:.0f}"), g.index) for g in gpus]
+        return gr.CheckboxGroup(opts, value=value, info=words.help_text(name, lang), **kw)
     if spec.choices(name) is not None:
-        return gr.Dropdown(list(spec.choices(name)), value=value, info=i18n.info(name, lang), **kw)
+        return gr.Dropdown(list(spec.choices(name)), value=value, info=words.help_text(name, lang), **kw)
     if t is bool:
-        return gr.Checkbox(value=value, info=i18n.info(name, lang), **kw)
+        return gr.Checkbox(value=value, info=words.help_text(name, lang), **kw)
     if t in (int, float):
-        return gr.Number(value=value, precision=0 if t is int else None, info=i18n.info(name, lang), **kw)
+        return gr.Number(value=value, precision=0 if t is int else None, info=words.help_text(name, lang), **kw)
     if typing.get_origin(t) is dict:
         return gr.Code(value=value, language="json", lines=3, **kw)
-    return gr.Textbox(value=value, info=i18n.info(name, lang), **kw)
+    return gr.Textbox(value=value, info=words.help_text(name, lang), **kw)
 
 
 def has_info(component) -> bool:
@@ -83,7 +84,7 @@ def render_section(form: Form, section: str, names: list[str], job: spec.JobSpec
     if section in SPECIAL:
         SPECIAL[section](form, names, job, lang, gpus)
     elif section in COLLAPSED:
-        with gr.Accordion(i18n.label(key, lang), open=False) as acc:
+        with gr.Accordion(words.label(key, lang), open=False) as acc:
             render_fields(form, names, job, lang, gpus)
         form.texts[key] = (acc, "label")
     else:
@@ -95,11 +96,11 @@ def render_devices(form: Form, names: list[str], job: spec.JobSpec, lang: str, g
     main = [n for n in DEVICE_MAIN if n in names and (n != "gpu_ids" or gpus)]
     with gr.Row(equal_height=False):
         count = handlers.device_count(spec.to_dict(job), gpus)
-        form.device_count = gr.Number(count, label=i18n.label("device_count", lang), precision=0, interactive=False,
-                                      info=i18n.label("device_count_info", lang), elem_id="zb-device_count")
+        form.device_count = gr.Number(count, label=words.label("device_count", lang), precision=0, interactive=False,
+                                      info=words.label("device_count_info", lang), elem_id="zb-device_count")
         for name in main:
             form.fields[name] = widget(name, getattr(job, name), lang, gpus)
-    with gr.Accordion(i18n.label("more_devices", lang), open=False) as acc:
+    with gr.Accordion(words.label("more_devices", lang), open=False) as acc:
         render_fields(form, [n for n in names if n not in main and n != "gpu_ids"], job, lang, gpus)
     form.texts["more_devices"] = (acc, "label")
 
@@ -124,21 +125,21 @@ def field_updates(form: Form, errors: dict[str, str], lang: str) -> list:
     out = []
     for name, comp in form.fields.items():
         err = errors.get(name)
-        text = f"Error: {err}" if err else None
+        text = words.text("page.field_error", lang, why=words.tr(err, lang)) if err else None
         cls = ["zb-invalid"] if err else []
         if has_info(comp):
-            out.append(gr.update(info=text or i18n.info(name, lang), elem_classes=cls))
+            out.append(gr.update(info=text or words.help_text(name, lang), elem_classes=cls))
         else:
-            out.append(gr.update(label=i18n.label(name, lang) + (f" — {text}" if text else ""), elem_classes=cls))
+            out.append(gr.update(label=words.label(name, lang) + (f" — {text}" if text else ""), elem_classes=cls))
     return out
 
 
 def relabel(form: Form, lang: str) -> list:
     """Label updates for every field and page word, in the order of ``relabel_outputs``."""
-    out = [gr.update(label=i18n.label(n, lang), **({"info": i18n.info(n, lang)} if has_info(c) else {}))
+    out = [gr.update(label=words.label(n, lang), **({"info": words.help_text(n, lang)} if has_info(c) else {}))
            for n, c in form.fields.items()]
     for key, (_, prop) in form.texts.items():
-        out.append(gr.update(**{prop: i18n.label(key, lang)}))
+        out.append(gr.update(**{prop: words.label(key, lang)}))
     return out
 
 

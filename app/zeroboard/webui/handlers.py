@@ -3,17 +3,25 @@
 No gradio here: the page modules turn these results into component updates,
 and the tests call these directly.  Form values arrive as ``{field: value}``
 straight from the widgets (numbers as numbers, lists as comma-separated text,
-mappings as JSON text) and go through the spec's own conversion.
+mappings as JSON text) and go through the spec's own conversion.  Every path
+typed in the browser is confined to the workspace (``job.workspace``).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checks, command, datasets, devices, planner, runner, spec
+from .. import files, planner, words
+from ..data import formats as datafmt
+from ..job import checks, command, devices, placement, spec, workspace
+from ..runs import manager as runmgr
+from ..words import Msg, say, text, tr
+
+SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
 
 # --- form <-> spec ---------------------------------------------------------------------
 
@@ -32,15 +40,15 @@ def spec_to_form(job: spec.JobSpec) -> dict:
     return {name: to_form_value(name, value) for name, value in spec.to_dict(job).items()}
 
 
-def form_to_spec(values: dict) -> tuple[spec.JobSpec | None, dict[str, str]]:
+def form_to_spec(values: dict) -> tuple[spec.JobSpec | None, dict[str, Msg]]:
     """Build the spec from widget values; fields the page does not show keep their defaults."""
-    problems: dict[str, str] = {}
+    problems: dict[str, Msg] = {}
     data: dict = {}
     for name, value in values.items():
         if name not in spec.FIELDS:
             continue
         if value is None and spec.field_type(name) in (int, float):
-            problems[name] = "is empty; enter a number"
+            problems[name] = say("check.empty_number")
             continue
         data[name] = value
     try:
@@ -50,18 +58,10 @@ def form_to_spec(values: dict) -> tuple[spec.JobSpec | None, dict[str, str]]:
     return (None, problems) if problems else (job, {})
 
 
-def uses_gpu(device_type: str, gpus: list[devices.Gpu]) -> bool:
-    return device_type == "cuda" or (device_type == "auto" and bool(gpus))
-
-
 def device_count(values: dict, gpus: list[devices.Gpu]) -> int:
-    """How many GPUs (or CPU processes) the job will use, as the launcher will count them."""
-    if uses_gpu(values.get("device_type", "auto"), gpus):
-        return len(values.get("gpu_ids") or []) or len(gpus)
-    try:
-        return int(values.get("num_processes") or 0)
-    except (TypeError, ValueError):
-        return 0
+    """How many GPUs (or CPU processes) the job will use, as the launcher will count them (its placement)."""
+    job, _ = form_to_spec({k: v for k, v in values.items() if k in ("device_type", "gpu_ids", "num_processes")})
+    return len(placement.device_ids(job, gpus)) if job is not None else 0
 
 
 # --- preview ---------------------------------------------------------------------------
@@ -72,8 +72,8 @@ class Checked:
     """The result of validating the form and building the command (what Preview shows)."""
 
     job: spec.JobSpec | None
-    errors: dict[str, str] = field(default_factory=dict)
-    warnings: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, Msg] = field(default_factory=dict)
+    warnings: dict[str, Msg] = field(default_factory=dict)
     prepared: command.Prepared | None = None
 
     @property
@@ -90,17 +90,37 @@ def check(values: dict, gpus: list[devices.Gpu], port: int | None = None) -> Che
     job, problems = form_to_spec(values)
     if job is None:
         return Checked(None, problems)
+    confined = confinement_errors(job)
+    if confined:
+        return Checked(job, confined)
     prepared = command.prepare(job, gpus, port=port)
     return Checked(job, dict(prepared.report.errors), dict(prepared.report.warnings), prepared)
 
 
+def confinement_errors(job: spec.JobSpec) -> dict[str, Msg]:
+    """Every path of the job the browser may not read: outside the workspace (models and data: or the hub cache)."""
+    ws, out = workspace.current(), {}
+    reads = {"model_name_or_path": (job.model_name_or_path, True), "dataset_dir": (job.dataset_dir, True),
+             "deepspeed": (job.deepspeed, False)}
+    for name, (value, cache_ok) in reads.items():
+        if not value or (name == "model_name_or_path" and checks.HUB_ID.match(value) and not ws.path(value).exists()):
+            continue
+        if not ws.readable(value, cache_ok=cache_ok):
+            out[name] = say("check.read_outside", path=value, roots=ws.describe())
+    for name in job.dataset:
+        if Path(name).suffix and not ws.readable(Path(job.dataset_dir) / name if not Path(name).is_absolute() else name,
+                                                 cache_ok=True) and not ws.readable(name, cache_ok=True):
+            out["dataset"] = say("check.read_outside", path=name, roots=ws.describe())
+    return out
+
+
 def command_html(cmd: command.Command) -> str:
     """The shell rendering of the argv, with the DeepSpeed config path marked."""
-    text = html.escape(cmd.shell())
+    shell = html.escape(cmd.shell())
     if cmd.deepspeed_config:
         path = html.escape(cmd.deepspeed_config)
-        text = text.replace(path, f'<mark class="zb-ds">{path}</mark>')
-    return f'<pre class="zb-cmd"># run from {html.escape(cmd.cwd)}\n{text}</pre>'
+        shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
+    return f'<pre class="zb-cmd"># run from {html.escape(cmd.cwd)}\n{shell}</pre>'
 
 
 def deepspeed_json(cmd: command.Command | None) -> str:
@@ -110,86 +130,147 @@ def deepspeed_json(cmd: command.Command | None) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:
-        return f"// cannot read {path}: {e.strerror}"
+        return f"// {text('page.cannot_read', 'en', path=str(path), why=e.strerror or str(e))}"
 
 
-def report_markdown(checked: Checked, title: str = "") -> str:
-    lines = [title] if title else []
+def report_markdown(checked: Checked, lang: str = "en") -> str:
+    lines = []
     if checked.errors:
-        lines.append("**Nothing was started. Fix these fields:**")
-        lines += [f"- **`{k}`**: {html.escape(v)}" for k, v in checked.errors.items()]
-    lines += [f"- note `{k}`: {html.escape(v)}" for k, v in checked.warnings.items()]
+        lines.append(f"**{text('page.fix_fields', lang)}**")
+        lines += [f"- **`{k}`**: {html.escape(tr(v, lang))}" for k, v in checked.errors.items()]
+    lines += [f"- {text('page.note_field', lang, field=k)}: {html.escape(tr(v, lang))}" for k, v in checked.warnings.items()]
     return "\n".join(lines)
 
 
 # --- memory plan -----------------------------------------------------------------------
 
-# The fields the planner reads: the plan panel is redrawn when one of them changes.
-PLAN_FIELDS = ("model_name_or_path", "finetuning_type", "deepspeed_stage", "offload", "deepspeed", "device_type",
-               "gpu_ids", "num_processes", "per_device_train_batch_size", "cutoff_len", "precision",
-               "gradient_checkpointing", "lora_rank", "lora_target")
+
+_PROBE_CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}
+
+
+def plan_fields(gpus: list[devices.Gpu]) -> list[str]:
+    """The spec fields the planner reads, found by running it on specs that record every field read.
+
+    The plan panel is redrawn when one of them changes: a field added to the planner later is wired without
+    anyone keeping a list.  The probes cover CPU and GPU placements, LoRA and full, each DeepSpeed setting
+    and a DeepSpeed file of one's own, so every branch of the planner is taken.
+    """
+    reads: set[str] = set()
+
+    class Recording(spec.JobSpec):
+        def __getattribute__(self, name):
+            if name in spec.FIELDS:
+                reads.add(name)
+            return super().__getattribute__(name)
+
+    fake_gpu = [devices.Gpu(0, "probe", 80 << 30, 80 << 30, 0, 0, (9, 0))]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(_PROBE_CONFIG))
+        (Path(tmp) / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+        for gpu in (fake_gpu, []):
+            for ft in ("lora", "full"):
+                for stage, off, ds in (("none", False, ""), ("2", True, ""), ("3", True, ""), ("none", False, "ds.json")):
+                    job = Recording(model_name_or_path=tmp, finetuning_type=ft, deepspeed_stage=stage, offload=off,
+                                    deepspeed=str(Path(tmp) / ds) if ds else "", pure_bf16=not off)
+                    try:
+                        planner.estimate(job, gpu, host_available=1 << 40)
+                    except planner.PlanError:
+                        pass
+    return [name for name in spec.FIELDS if name in reads]
 
 
 def plan_markdown(values: dict, gpus: list[devices.Gpu], lang: str = "en") -> str:
     """The memory plan of the form as it stands, or which fields keep it from being planned (never raises)."""
     job, problems = form_to_spec(values)
-    text = planner.panel(job, gpus, lang)
+    if job is not None and confinement_errors(job):
+        job, problems = None, confinement_errors(job)
+    md = planner.panel(job, gpus, lang)
     if job is None and problems:
-        text += "\n\n" + "\n".join(f"- `{k}`: {html.escape(v)}" for k, v in problems.items())
-    return text
+        md += "\n\n" + "\n".join(f"- `{k}`: {html.escape(tr(v, lang))}" for k, v in problems.items())
+    return md
 
 
 # --- save / load arguments -------------------------------------------------------------
 
 
-def save_args(values: dict, path: str) -> str:
+def save_args(values: dict, path: str, lang: str = "en", replace: bool = False) -> tuple[str, bool]:
+    """Write the form as a job file. Returns (message, whether it asks to confirm replacing a saved file)."""
     job, problems = form_to_spec(values)
     if job is None:
-        return "Not saved: " + "; ".join(f"{k}: {v}" for k, v in problems.items())
-    if not path.strip():
-        return "Not saved: give a file name, e.g. runs/saved/job.yaml"
-    p = Path(path.strip())
+        return text("page.not_saved", lang, why="; ".join(f"{k}: {tr(v, lang)}" for k, v in problems.items())), False
+    if not (path or "").strip():
+        return text("page.not_saved_name", lang), False
+    ws = workspace.current()
+    p = ws.path(path.strip())
+    if not ws.writable(p):
+        return text("page.not_saved", lang, why=text("check.output_outside", lang, path=path, roots=ws.describe())), False
+    if p.suffix not in (".yaml", ".yml"):
+        return text("page.not_saved_yaml", lang, path=path), False
+    if p.exists():
+        if not _saved_args_file(p):
+            return text("page.not_saved_foreign", lang, path=path), False
+        if not replace:
+            return text("page.confirm_replace", lang, path=path), True
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(spec.dump_yaml(job), encoding="utf-8")
+        files.write_text_atomic(p, f"{SAVED_MARK}\n{spec.dump_yaml(job)}")
     except OSError as e:
-        return f"Not saved: cannot write {p}: {e.strerror}"
-    return f"Saved the arguments to {p} (run it with: zeroboard train {p})"
+        return text("page.not_saved", lang, why=text("page.cannot_write", lang, path=path, why=e.strerror or str(e))), False
+    return text("page.saved", lang, path=path), False
 
 
-def load_args(path: str) -> tuple[dict | None, str]:
-    """Form values from a saved job file, or None and what is wrong (then the form stays as it is)."""
+def _saved_args_file(p: Path) -> bool:
     try:
-        job = spec.load_yaml(path.strip())
+        with p.open(encoding="utf-8") as fh:
+            return fh.readline().strip() == SAVED_MARK
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
+    """Form values from a saved job file, or None and what is wrong (then the form stays as it is)."""
+    ws = workspace.current()
+    if not (path or "").strip() or not ws.readable(path.strip()):
+        return None, text("page.not_loaded", lang, path=path, why=text("check.read_outside", lang, path=path,
+                                                                       roots=ws.describe()))
+    try:
+        job = spec.load_yaml(ws.path(path.strip()))
     except spec.SpecError as e:
-        problems = "; ".join(f"{k}: {v}" for k, v in e.problems.items())
-        return None, f"Nothing was loaded from {path}: {problems}"
-    return spec_to_form(job), f"Loaded the arguments from {path}"
+        problems = "; ".join(f"{k}: {tr(v, lang)}" for k, v in e.problems.items())
+        return None, text("page.not_loaded", lang, path=path, why=problems)
+    return spec_to_form(job), text("page.loaded", lang, path=path)
 
 
 # --- dataset preview -------------------------------------------------------------------
 
 
-def dataset_preview(dataset_dir: str, names: str, n: int = 3) -> str:
+def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") -> str:
     """A few samples of each chosen dataset, as chat turns (Markdown)."""
     try:
         chosen = spec.coerce("dataset", names)
     except ValueError as e:
-        return f"**Error** dataset: {e}"
+        return f"**{text('page.error', lang)}** dataset: {html.escape(tr(e.args[0], lang))}"
+    ws = workspace.current()
+    if not ws.readable(dataset_dir, cache_ok=True):
+        why = text("check.read_outside", lang, path=dataset_dir, roots=ws.describe())
+        return f"**{text('page.error', lang)}** dataset_dir: {html.escape(why)}"
     if checks.is_demo_data(dataset_dir):
-        from ..demo import write_demo_data  # pure Python: writes the demo JSON files if missing
+        from ..data.demo import write_demo_data  # pure Python: writes the demo JSON files if missing
 
         write_demo_data(dataset_dir)
     out = []
     for name in chosen:
         try:
-            src = datasets.resolve(name, dataset_dir)
-            records = datasets.read_records(src.path)
-            convs = datasets.to_conversations(src, records[:n])
-        except datasets.DataError as e:
-            out.append(f"**Error** {html.escape(name)}: {html.escape(str(e))}")
+            src = datafmt.resolve(name, dataset_dir)
+            if not ws.readable(src.path, cache_ok=True):
+                raise datafmt.DataError(say("check.read_outside", path=str(src.path), roots=ws.describe()))
+            records = datafmt.read_records(src.path)
+            convs = datafmt.to_conversations(src, records[:n])
+        except datafmt.DataError as e:
+            out.append(f"**{text('page.error', lang)}** {html.escape(name)}: {html.escape(tr(e.args[0], lang))}")
             continue
-        out.append(f"**{html.escape(name)}** — {len(records)} samples in `{src.path}`, first {len(convs)}:")
+        out.append(text("page.samples", lang, name=html.escape(name), n=len(records), path=str(src.path), shown=len(convs)))
         for conv in convs:
             out.append("\n".join(f"> **{m['role']}**: {html.escape(m['content'])}  " for m in conv))
     return "\n\n".join(out)
@@ -198,33 +279,36 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3) -> str:
 # --- start / abort ---------------------------------------------------------------------
 
 
-def start(values: dict, gpus: list[devices.Gpu], manager: runner.JobManager,
-          port: int | None = None) -> tuple[Checked, runner.JobState | None, str]:
-    """Check, then launch exactly the command the check built. Returns (check, state, message)."""
+def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
+          lang: str = "en"):
+    """Check, then launch exactly the command the check built. Returns (check, state or None, message)."""
     checked = check(values, gpus, port)
     if not checked.ok:
-        return checked, None, report_markdown(checked)
+        return checked, None, report_markdown(checked, lang)
     try:
-        state = manager.start(checked.prepared)
-    except runner.Busy as e:
-        return checked, None, f"**Busy.** {e}"
-    except (OSError, RuntimeError) as e:
-        return checked, None, f"**Could not start:** {e}"
-    notes = [f"- note: {n}" for n in state.notes]
-    if state.master_port != checked.command.master_port:  # the shown command must be the one that runs
+        state = manager.start(checked.prepared, source="page")
+    except runmgr.Busy as e:
+        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))}"
+    except runmgr.StartError as e:
+        return checked, None, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
+    notes = [f"- {text('page.note', lang)}: {tr(n, lang)}" for n in state.notes]
+    if state.master_port and state.master_port != checked.command.master_port:  # the shown command must be what runs
         checked.prepared.command = command.with_port(checked.command, state.master_port)
-    msg = f"Started {state.run_dir} (launcher pid {state.launcher_pid})" if state.launcher_pid else (
-        f"**Could not start:** {state.message}")
+    if state.status == "failed":
+        msg = f"**{text('page.could_not_start', lang)}** {html.escape(tr(state.message, lang))}"
+    else:
+        msg = text("page.started", lang, run=state.run_dir, pid=state.launcher_pid or state.supervisor_pid or "-")
     return checked, state, "\n".join([msg, *notes])
 
 
-def abort(manager: runner.JobManager, run_dir: str | None) -> str:
+def abort(manager: runmgr.JobManager, run_dir: str | None, lang: str = "en") -> str:
     if not run_dir:
-        return "Nothing to abort: no run selected."
+        return text("page.nothing_to_abort", lang)
+    if not manager.is_registered(run_dir):
+        return text("page.not_registered", lang, run=run_dir)
     st = manager.abort(run_dir)
     if st is None:
-        return f"No job record in {run_dir}."
+        return text("page.no_record", lang, run=run_dir)
     if not st.active and not st.abort_requested:
-        return f"{run_dir} is not running ({st.status})."
-    return (f"Stopping {run_dir}: SIGTERM to the launcher so the ranks can save; SIGKILL after "
-            f"{st.grace_s:.0f} s, then a check that no process is left.")
+        return text("page.not_running", lang, run=run_dir, status=words.status(st.status, lang))
+    return text("page.stopping", lang, run=run_dir, grace=round(st.grace_s))

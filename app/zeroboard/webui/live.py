@@ -14,8 +14,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import events, monitor, planner, runner
-from . import i18n
+from .. import words
+from ..job import record as events
+from ..planner.record import measured_vs_estimate
+from ..runs import monitor
+from ..runs.manager import JobManager
+from ..runs.state import JobState
 
 LOG_LINES = 3000
 MEM_EVERY_S = 5.0  # re-reading events.jsonl for the plan comparison: at most this often while running
@@ -24,11 +28,12 @@ MEM_EVERY_S = 5.0  # re-reading events.jsonl for the plan comparison: at most th
 class RunReader:
     """New lines of ``events.jsonl`` and ``launcher.log`` since the last poll, from this run's offsets."""
 
-    def __init__(self, state: runner.JobState):
+    def __init__(self, state: JobState):
         self.run_dir = Path(state.run_dir)
-        self.events = events.Tail(self.run_dir / events.EVENTS_FILE)
+        self.output = state.output
+        self.events = events.Tail(self.output / events.EVENTS_FILE)
         self.events.offset = state.events_offset
-        self.log = events.Tail(self.run_dir / runner.LOG_FILE)
+        self.log = events.Tail(self.run_dir / events.LOG_FILE)
         self.log.offset = state.log_offset
         self.lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         self.log_version = 0  # lines read so far
@@ -66,7 +71,7 @@ class RunReader:
             version, at, cmp = self._mem
             now = time.time()
             if version != self.events_version and (not active or now - at >= MEM_EVERY_S):
-                cmp = planner.measured_vs_estimate(self.run_dir)
+                cmp = measured_vs_estimate(self.run_dir, self.output)
                 self._mem = (self.events_version, now, cmp)
             return cmp
 
@@ -92,7 +97,7 @@ class Snapshot:
     mem_md: str = ""
     log_path: str | None = None
     sample_time: float = 0.0
-    lang: str = i18n.DEFAULT
+    lang: str = words.DEFAULT
 
 
 def _dur(seconds: float | None) -> str:
@@ -102,7 +107,7 @@ def _dur(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def progress_html(reader: RunReader, state: runner.JobState, lang: str = i18n.DEFAULT) -> str:
+def progress_html(reader: RunReader, state: JobState, lang: str = words.DEFAULT) -> str:
     last = reader.logs[-1] if reader.logs else None
     total = (last or {}).get("total_steps") or (reader.start or {}).get("total_steps") or 0
     step = (last or {}).get("step", 0)
@@ -112,20 +117,21 @@ def progress_html(reader: RunReader, state: runner.JobState, lang: str = i18n.DE
     end = state.ended or time.time()
     wall = end - state.started if state.started else None
     eta = (last or {}).get("eta") if state.active else 0
-    text = (i18n.say("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
-            if (last or reader.start) else i18n.say("progress_wait", lang, wall=_dur(wall)))
+    text = (words.text("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
+            if (last or reader.start) else words.text("progress_wait", lang, wall=_dur(wall)))
     return (f'<div class="zb-progress" data-step="{step}" data-total="{total}">'
             f'<div class="zb-bar"><div style="width:{pct:.1f}%"></div></div><span>{html.escape(text)}</span></div>')
 
 
-def status_html(state: runner.JobState | None, lang: str) -> str:
+def status_html(state: JobState | None, lang: str) -> str:
     if state is None:
-        return f'<div class="zb-status">{html.escape(i18n.status("idle", lang))}</div>'
-    lines = [f'<span class="zb-badge zb-{state.status}">{html.escape(i18n.status(state.status, lang))}</span> '
+        return f'<div class="zb-status">{html.escape(words.status("idle", lang))}</div>'
+    lines = [f'<span class="zb-badge zb-{state.status}">{html.escape(words.status(state.status, lang))}</span> '
              f"<code>{html.escape(state.run_dir)}</code>"]
-    if state.active and state.message not in ("", state.status):
-        lines.append(html.escape(state.message))
-    lines += [f"{i18n.label('note', lang)}: {html.escape(n)}" for n in state.notes]
+    message = words.tr(state.message, lang)
+    if state.active and message and message != words.status(state.status, lang):
+        lines.append(html.escape(message))
+    lines += [f"{words.label('note', lang)}: {html.escape(words.tr(n, lang))}" for n in state.notes]
     return f'<div class="zb-status" data-status="{state.status}">' + "<br>".join(lines) + "</div>"
 
 
@@ -143,8 +149,8 @@ def memory_vs_plan_markdown(cmp: dict | None, lang: str) -> str:
     """The plan's estimate next to each rank's measured peak, with the error; empty before any measurement."""
     if not cmp or not cmp.get("ranks"):
         return ""
-    t = lambda key: i18n.label(key, lang)  # noqa: E731
-    what = "torch allocator" if cmp["what"] == "torch_peak_bytes" else "RSS"
+    t = lambda key: words.label(key, lang)  # noqa: E731
+    what = words.label("mem_torch" if cmp["what"] == "torch_peak_bytes" else "mem_rss", lang)
     nvml = any("nvml_peak_bytes" in r for r in cmp["ranks"])
     head = [t("mem_rank"), t("mem_estimate"), f"{t('mem_measured')} ({what})", t("mem_error")]
     if nvml:
@@ -159,44 +165,44 @@ def memory_vs_plan_markdown(cmp: dict | None, lang: str) -> str:
     return "\n".join(lines)
 
 
-def final_markdown(state: runner.JobState | None, lang: str) -> str:
+def final_markdown(state: JobState | None, lang: str) -> str:
     if state is None or state.active:
         return ""
-    parts = [f"**{i18n.status(state.status, lang)}**: {html.escape(state.message)}"]
+    parts = [f"**{words.status(state.status, lang)}**: {html.escape(words.tr(state.message, lang))}"]
     if state.exit_code is not None:
-        parts.append(f"{i18n.label('exit_code', lang)}: `{state.exit_code}`")
+        parts.append(f"{words.label('exit_code', lang)}: `{state.exit_code}`")
     if state.status == "failed" and state.failed_rank is not None:
-        parts.append(f"{i18n.label('failed_rank', lang)}: **{state.failed_rank}**")
+        parts.append(f"{words.label('failed_rank', lang)}: **{state.failed_rank}**")
     body = "  \n".join(parts)
     if state.status == "failed" and state.error_lines:
         body += "\n\n```text\n" + "\n".join(state.error_lines) + "\n```"
     if state.stop_log:
-        body += "\n\n" + "  \n".join(html.escape(line) for line in state.stop_log)
+        body += "\n\n" + "  \n".join(html.escape(f"{e['at']} {words.tr(e['msg'], lang)}") for e in state.stop_log)
     return body
 
 
 class Live:
     """Shared by all sessions: one reader per run dir, one resource monitor."""
 
-    def __init__(self, manager: runner.JobManager, mon: monitor.Monitor | None = None):
+    def __init__(self, manager: JobManager, mon: monitor.Monitor | None = None):
         self.manager = manager
         self.monitor = mon or monitor.Monitor()
         self._readers: dict[tuple, RunReader] = {}
         self._lock = threading.Lock()
 
-    def reader(self, state: runner.JobState) -> RunReader:
+    def reader(self, state: JobState) -> RunReader:
         key = (state.run_dir, state.started)  # a resumed run in the same dir is a new attempt: read afresh
         with self._lock:
             if key not in self._readers:
                 self._readers[key] = RunReader(state)
             return self._readers[key]
 
-    def snapshot(self, run_dir: str | None, lang: str = i18n.DEFAULT) -> Snapshot:
+    def snapshot(self, run_dir: str | None, lang: str = words.DEFAULT) -> Snapshot:
         state = self.manager.state(run_dir) if run_dir else None
         sample = self.monitor.sample(state)
-        host = f"{i18n.label('host_ram', lang)}: {monitor.host_text(sample)}"
+        host = f"{words.label('host_ram', lang)}: {monitor.host_text(sample)}"
         snap = Snapshot(run_dir, gpu_rows=monitor.gpu_rows(sample), host=host,
-                        history=monitor.history_rows(self.monitor.history()), sample_time=sample.time, lang=lang)
+                        history=monitor.history_rows(self.monitor.history(), lang), sample_time=sample.time, lang=lang)
         if state is None:
             snap.status_md = status_html(None, lang)
             snap.proc_rows = monitor.process_rows(sample)
@@ -216,6 +222,6 @@ class Live:
         snap.proc_rows = monitor.process_rows(sample, peaks)
         snap.final_md = final_markdown(state, lang)
         snap.mem_md = memory_vs_plan_markdown(r.memory_vs_plan(state.active), lang)
-        log = Path(state.run_dir) / runner.LOG_FILE
+        log = Path(state.run_dir) / events.LOG_FILE
         snap.log_path = str(log) if log.is_file() else None
         return snap

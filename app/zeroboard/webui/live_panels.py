@@ -10,10 +10,6 @@ pick in the run list must not write an older run choice back.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +17,13 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from .. import devices, monitor
-from . import i18n, output_check, output_panel
+from .. import words
+from ..job import devices
+from ..runs import monitor
+from . import output_check, output_panel
 from .live import Live, Snapshot
 
 TICK_S = 0.5
-DOWNLOAD_EVERY_S = 30.0  # refreshing the download copies the log into gradio's cache: not on every tick
 # Follow the log's end unless the reader scrolled up to read (also on the first paint of a long log).
 STICK_TO_BOTTOM = """() => {
   const t = document.querySelector('#zb-log textarea');
@@ -37,8 +34,8 @@ STICK_TO_BOTTOM = """() => {
   }
   if (t.dataset.zbPin === '1') requestAnimationFrame(() => { t.scrollTop = t.scrollHeight; });
 }"""
-GPU_HEADERS = i18n.headers("gpus")  # in English: how benchmarks/gpu_ui_check.py finds the tables
-PROC_HEADERS = i18n.headers("procs")
+GPU_HEADERS = words.headers("gpus")  # in English: how benchmarks/gpu_ui_check.py finds the tables
+PROC_HEADERS = words.headers("procs")
 
 
 @dataclass
@@ -70,11 +67,11 @@ def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
 
 
 def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
-    t = lambda key: i18n.label(key, lang)  # noqa: E731
+    t = lambda key: words.label(key, lang)  # noqa: E731
     texts = {}
     with gr.Row():
         run = gr.Dropdown([], label=t("run"), allow_custom_value=True, scale=3, elem_id="zb-run")
-        status = gr.HTML(i18n.status("idle", lang), elem_id="zb-status")
+        status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
     progress = gr.HTML(elem_id="zb-progress")
     with gr.Row():
         loss = gr.LinePlot(_frame([], ["step", "loss"]), x="step", y="loss", label=t("loss"), height=220, elem_id="zb-loss")
@@ -85,12 +82,12 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     log.change(None, js=STICK_TO_BOTTOM)
     download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
     with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
-        gpu_table = gr.Dataframe(headers=i18n.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
+        gpu_table = gr.Dataframe(headers=words.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
         host = gr.Markdown(elem_id="zb-host")
         with gr.Row():
-            procs = gr.Dataframe(headers=i18n.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs",
+            procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs",
                                  scale=2)
-            first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
+            first = monitor.history_rows([monitor.take_sample(None)], lang)  # every series, so each gets drawn
             history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
                                   label=t("history"), height=220, scale=3, elem_id="zb-history")
         mem_plan = gr.Markdown(elem_id="zb-mem-vs-plan")
@@ -124,7 +121,7 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
     events_new = changed("events", snap.events_version)
     log_new = changed("log", snap.log_version)
     status_key = (snap.status, snap.status_md)
-    download_due = changed("status", status_key) or (log_new and now - seen.get("download_at", 0) > DOWNLOAD_EVERY_S)
+    download_due = changed("download", snap.log_path)
     out = [
         snap.status_md if changed("status", status_key) else skip,
         snap.progress_html,
@@ -136,36 +133,37 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
     ]
     sampled = changed("sample", snap.sample_time)
     if p.gpus is not None:
-        out.append({"headers": i18n.headers("gpus", snap.lang), "data": snap.gpu_rows} if sampled else skip)
+        out.append({"headers": words.headers("gpus", snap.lang), "data": snap.gpu_rows} if sampled else skip)
     out += [
         snap.host if sampled else skip,
-        {"headers": i18n.headers("procs", snap.lang), "data": snap.proc_rows} if sampled else skip,
+        {"headers": words.headers("procs", snap.lang), "data": snap.proc_rows} if sampled else skip,
         _frame(snap.history, ["seconds", "series", "MiB"]) if sampled else skip,
         snap.final_md if changed("status", status_key) else skip,
         snap.mem_md if changed("mem", snap.mem_md) else skip,
     ]
     check_key = [snap.run_dir, snap.status]  # not the language: a switch must not reset typed folders
     if changed("check", check_key):
-        out += output_panel.updates(output_check.view(snap.run_dir, snap.status))
+        out += output_panel.updates(output_check.view(snap.run_dir, snap.status, snap.lang))
+    elif seen.get("lang") != snap.lang:  # a language switch: only the "what was saved" text is said again
+        out += output_panel.relabel_saved(output_check.view(snap.run_dir, snap.status, snap.lang))
     else:
         out += [skip] * len(output_panel.outputs(p.check))
     seen = {"run_dir": snap.run_dir, "started": snap.started, "events": snap.events_version, "log": snap.log_version,
             "status": status_key, "sample": snap.sample_time,
-            "download_at": now if download_due else seen.get("download_at", 0), "mem": snap.mem_md, "check": check_key}
+            "download": snap.log_path, "mem": snap.mem_md, "check": check_key, "lang": snap.lang}
     return out, seen
 
 
 def downloadable(path: str | None) -> str | None:
-    """A path gradio agrees to serve: files outside the working and temp dirs are copied to the temp dir first."""
+    """The run's log, served as it is (a static path of its own: no copy, and nothing else of the folder)."""
     if path is None:
         return None
     p = Path(path).resolve()
-    if any(p.is_relative_to(Path(d).resolve()) for d in (os.getcwd(), tempfile.gettempdir())):
-        return str(p)
-    copy = Path(tempfile.gettempdir()) / "zeroboard-logs" / hashlib.sha1(str(p).encode()).hexdigest()[:12] / p.name
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(p, copy)
-    return str(copy)
+    from gradio.data_classes import _StaticFiles
+
+    if p not in _StaticFiles.all_paths:
+        gr.set_static_paths([p])
+    return str(p)
 
 
 def run_choices(live: Live) -> list[str]:

@@ -21,9 +21,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import checks, outputs, runner
-from ..demo import DEMO_PROMPTS
-from . import i18n
+from .. import words
+from ..data.demo import DEMO_PROMPTS
+from ..job import folders, record, workspace
+from ..outputs.inspect import OutputError, inspect
+from ..runs.manager import JobManager
 
 CHECK_TIMEOUT_S = 600.0  # reload + greedy answers of the tuned and the base model
 EXPORT_TIMEOUT_S = 1800.0  # consolidate / merge: loads and writes a whole model
@@ -47,30 +49,31 @@ def new_dir_name(run_dir: str | Path, kind: str) -> str:
     """A folder next to the run that does not exist yet: RUN-merged, RUN-merged-2, ..."""
     run = Path(run_dir)
     candidate = run.with_name(f"{run.name}-{SUFFIX[kind]}")
-    return str(candidate if not candidate.exists() else checks.free_dir_name(candidate))
+    return str(candidate if not candidate.exists() else folders.free_dir_name(candidate))
 
 
-def view(run_dir: str | None, status: str) -> View:
+def view(run_dir: str | None, status: str, lang: str = words.DEFAULT) -> View:
     """The panel for a run: shown once the run has finished."""
     if not run_dir or status != "finished":
         return View()
     try:
-        ins = outputs.inspect(run_dir)
-    except outputs.OutputError as e:
-        return View(True, f"Nothing to check: {e}")
+        ins = inspect(run_dir)
+    except OutputError as e:
+        return View(True, words.text("page.nothing_to_check", lang, why=words.tr(e.args[0], lang)))
     kinds = {i.kind for i in ins.items}
     adapter = "lora_adapter" in kinds
-    return View(True, ins.text(), can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
+    return View(True, ins.text(lang), can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
                 consolidate_dir=new_dir_name(run_dir, "consolidate"), merge_dir=new_dir_name(run_dir, "merge"))
 
 
-def not_ready(manager: runner.JobManager, run_dir: str | None) -> str | None:
+def not_ready(manager: JobManager, run_dir: str | None, lang: str = words.DEFAULT) -> str | None:
     """Why the selected run cannot be checked now, or None."""
     if not run_dir:
-        return "No run selected: pick a finished run above."
+        return words.text("page.no_run_selected", lang)
     st = manager.state(run_dir)
     if st is None or st.status != "finished":
-        return f"{run_dir} has not finished ({st.status if st else 'no job record'}): nothing final to check yet."
+        status = words.status(st.status, lang) if st else words.text("page.no_job_record", lang)
+        return words.text("page.not_finished", lang, run=run_dir, status=status)
     return None
 
 
@@ -83,9 +86,9 @@ class CliResult:
     stdout: str
     stderr: str
 
-    def error_text(self, limit: float) -> str:
+    def error_text(self, limit: float, lang: str = words.DEFAULT) -> str:
         if self.code is None:
-            return f"stopped after {limit:.0f} s without an answer (time limit); nothing was changed in the run"
+            return words.text("page.time_limit", lang, seconds=round(limit))
         lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
         last = lines[-1] if lines else ""
         if ": " in last and last.split(": ", 1)[0] in ("check", "consolidate", "merge"):
@@ -97,7 +100,7 @@ class CliResult:
         if err:
             return err
         tail = "\n".join(lines[-8:]) or "(no output)"
-        return f"exit code {self.code}:\n\n```text\n{tail}\n```"
+        return f"{words.text('run.exit_code', lang, code=self.code)}:\n\n```text\n{tail}\n```"
 
 
 def json_report(stdout: str) -> dict:
@@ -111,20 +114,20 @@ def json_report(stdout: str) -> dict:
             continue
         if isinstance(report, dict):
             return report
-    raise ValueError("no JSON report on stdout")
+    raise ValueError(words.say("page.no_json"))
 
 
 def launch_dir(run_dir: str | Path) -> str:
     """The folder the run was launched from (as its command record says); the server's own otherwise."""
     try:
-        return json.loads((Path(run_dir) / runner.COMMAND_FILE).read_text(encoding="utf-8"))["cwd"]
+        return json.loads((Path(run_dir) / record.COMMAND_FILE).read_text(encoding="utf-8"))["cwd"]
     except (OSError, ValueError, KeyError, TypeError):
         return os.getcwd()
 
 
 def run_cli(args: list[str], cwd: str, timeout: float) -> CliResult:
     """``python -m zeroboard.outputs ARGS`` in its own process group, killed whole at the time limit."""
-    proc = subprocess.Popen([sys.executable, "-m", "zeroboard.outputs", *args], cwd=cwd, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "zeroboard.cli", *args], cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -153,7 +156,7 @@ def _cell(text: str | None) -> str:
 
 def answers_markdown(report: dict, lang: str) -> str:
     """Prompt / tuned answer / base answer (and whether the identity answers match the training data)."""
-    t = lambda key: i18n.label(key, lang)  # noqa: E731
+    t = lambda key: words.label(key, lang)  # noqa: E731
     prompts, answers = report["prompts"], report["answers"]
     base = report.get("base_answers") or [None] * len(prompts)
     matches = report.get("matches") or [None] * len(prompts)
@@ -169,67 +172,72 @@ def answers_markdown(report: dict, lang: str) -> str:
     return "\n".join(lines)
 
 
-def check_report(run_dir: str, prompts: list[str], with_base: bool = True,
-                 timeout: float = CHECK_TIMEOUT_S) -> tuple[dict | None, str]:
-    """``zeroboard.outputs check RUN --json`` in a subprocess: (its report, "") or (None, what went wrong)."""
+def check_report(run_dir: str, prompts: list[str], with_base: bool = True, timeout: float = CHECK_TIMEOUT_S,
+                 lang: str = words.DEFAULT) -> tuple[dict | None, str]:
+    """``zeroboard check RUN --json`` in a subprocess: (its report, "") or (None, what went wrong)."""
     args = ["check", str(run_dir), "--json", *[a for q in prompts for a in ("--prompt", q)]]
     res = run_cli(args + ([] if with_base else ["--no-base"]), launch_dir(run_dir), timeout)
     if res.code != 0:
-        return None, res.error_text(timeout)
+        return None, res.error_text(timeout, lang)
     try:
         report = json_report(res.stdout)
-    except ValueError as e:
-        return None, str(e)
+    except ValueError:
+        return None, words.text("page.no_json", lang)
     if not isinstance(report.get("answers"), list):
-        return None, "the check's report has no answers"
+        return None, words.text("page.no_answers", lang)
     return report, ""
 
 
-def reload_and_answer(run_dir: str, prompts_text: str, lang: str = i18n.DEFAULT, with_base: bool = True,
+def reload_and_answer(run_dir: str, prompts_text: str, lang: str = words.DEFAULT, with_base: bool = True,
                       timeout: float = CHECK_TIMEOUT_S) -> tuple[str, str, dict | None]:
     """Reload the run's final output in a subprocess and let it answer: (answers table, message, report)."""
     prompts = parse_prompts(prompts_text)
     if not prompts:
-        return "", i18n.label("need_prompt", lang), None
-    report, error = check_report(run_dir, prompts, with_base, timeout)
+        return "", words.label("need_prompt", lang), None
+    report, error = check_report(run_dir, prompts, with_base, timeout, lang)
     if report is None:
-        return "", i18n.say("reload_failed", lang, why=error), None
+        return "", words.text("reload_failed", lang, why=error), None
     result = report.get("result") or {}
-    return answers_markdown(report, lang), i18n.say("reloaded", lang, kind=result.get("kind", "the output"),
-                                                    path=result.get("path", run_dir)), report
+    kind = result.get("kind")
+    kind = words.text(f"out.kind.{kind}", lang) if kind in ("lora_adapter", "full_model") else words.text("page.the_output", lang)
+    return answers_markdown(report, lang), words.text("reloaded", lang, kind=kind,
+                                                      path=result.get("path", run_dir)), report
 
 
 # --- consolidate / merge ------------------------------------------------------------------------
 
 
 def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOUT_S,
-           lang: str = i18n.DEFAULT) -> tuple[str, str | None]:
+           lang: str = words.DEFAULT) -> tuple[str, str | None]:
     """Consolidate a ZeRO checkpoint or merge a LoRA adapter into a NEW folder.
 
     Returns (message, the next free folder name after a success, else None).
     """
-    what = i18n.label(kind, lang)
+    what = words.label(kind, lang)
     out_text = (out_dir or "").strip()
     if not out_text:
-        return i18n.say("export_no_dir", lang, what=what), None
+        return words.text("export_no_dir", lang, what=what), None
     cwd = launch_dir(run_dir)
-    out = Path(out_text) if Path(out_text).is_absolute() else Path(cwd) / out_text
+    ws = workspace.current()
+    out = workspace.resolve(out_text, Path(cwd))
+    if not ws.writable(out):
+        return words.text("export_outside", lang, what=what, out=out_text, roots=ws.describe()), None
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        return i18n.say("export_exists", lang, what=what, out=out), None
+        return words.text("export_exists", lang, what=what, out=out), None
     res = run_cli([kind, str(run_dir), str(out), "--json"], cwd, timeout)
     if res.code is None:  # killed mid-write: drop the half-written staging folder, never the run
         shutil.rmtree(out.with_name(out.name + ".partial"), ignore_errors=True)
     if res.code != 0:
-        return i18n.say("export_failed", lang, what=what, why=res.error_text(timeout)), None
+        return words.text("export_failed", lang, what=what, why=res.error_text(timeout, lang)), None
     try:
         info = json_report(res.stdout)
     except ValueError:
-        why = f"no JSON report on stdout:\n\n```text\n{res.stdout[-1500:]}\n```"
-        return i18n.say("export_failed", lang, what=what, why=why), None
+        why = f"{words.text('page.no_json', lang)}:\n\n```text\n{res.stdout[-1500:]}\n```"
+        return words.text("export_failed", lang, what=what, why=why), None
     if kind == "consolidate":
-        msg = i18n.say("wrote_consolidated", lang, path=info["path"], parameters=info["parameters"], src=info["from"],
+        msg = words.text("wrote_consolidated", lang, path=info["path"], parameters=info["parameters"], src=info["from"],
                        step=info["step"])
     else:
-        msg = i18n.say("wrote_merged", lang, path=info["path"], base=info["base_model"], parameters=info["parameters"])
-    msg += i18n.label("loads_with", lang)
+        msg = words.text("wrote_merged", lang, path=info["path"], base=info["base_model"], parameters=info["parameters"])
+    msg += words.label("loads_with", lang)
     return msg, new_dir_name(run_dir, kind)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import runner
-from . import i18n, output_check
+from .. import words
+from ..runs.manager import JobManager
+from . import output_check
 
 
 @dataclass
@@ -37,7 +38,7 @@ class OutputPanel:
 
 
 def render_output_check(lang: str) -> OutputPanel:
-    t = lambda key: i18n.label(key, lang)  # noqa: E731
+    t = lambda key: words.label(key, lang)  # noqa: E731
     with gr.Accordion(t("output_check"), open=True, visible=False, elem_id="zb-output-check") as box:
         saved = gr.Textbox(label=t("saved"), lines=3, max_lines=10, interactive=False, elem_id="zb-saved")
         with gr.Row(equal_height=False):
@@ -62,8 +63,7 @@ def render_output_check(lang: str) -> OutputPanel:
 
 def outputs(p: OutputPanel) -> list:
     """What ``updates`` fills, in order."""
-    return [p.box, p.saved, p.consolidate_row, p.consolidate_dir, p.merge_row, p.merge_dir, p.answers, p.message,
-            p.report]
+    return [getattr(p, name) for name in outputs_order()]
 
 
 def updates(v: output_check.View) -> list:
@@ -72,14 +72,23 @@ def updates(v: output_check.View) -> list:
             gr.update(visible=v.can_merge), v.merge_dir, "", "", None]
 
 
-def wire_output_check(p: OutputPanel, manager: runner.JobManager, session: gr.State, lang: gr.Radio) -> None:
+def relabel_saved(v: output_check.View) -> list:
+    """After a language switch: the saved text in the new language, nothing else touched."""
+    return [gr.skip(), v.saved if v.visible else gr.skip()] + [gr.skip()] * (len(outputs_order()) - 2)
+
+
+def outputs_order() -> tuple[str, ...]:
+    return ("box", "saved", "consolidate_row", "consolidate_dir", "merge_row", "merge_dir", "answers", "message", "report")
+
+
+def wire_output_check(p: OutputPanel, manager: JobManager, session: gr.State, lang: gr.Radio) -> None:
     def on_reload(state, prompts, lang_value):
         run_dir = state.get("run_dir")
-        why = output_check.not_ready(manager, run_dir)
+        why = output_check.not_ready(manager, run_dir, lang_value)
         if why:
             yield "", why, None
             return
-        yield "", i18n.say("reloading", lang_value, run=run_dir), None
+        yield "", words.text("reloading", lang_value, run=run_dir), None
         yield output_check.reload_and_answer(run_dir, prompts, lang_value)
 
     def on_lang(report, lang_value):
@@ -88,11 +97,11 @@ def wire_output_check(p: OutputPanel, manager: runner.JobManager, session: gr.St
     def exporter(kind: str):
         def on_export(state, out_dir, lang_value):
             run_dir = state.get("run_dir")
-            why = output_check.not_ready(manager, run_dir)
+            why = output_check.not_ready(manager, run_dir, lang_value)
             if why:
                 yield why, gr.skip()
                 return
-            yield i18n.say("writing", lang_value, what=i18n.label(kind, lang_value), out=out_dir), gr.skip()
+            yield words.text("writing", lang_value, what=words.label(kind, lang_value), out=out_dir), gr.skip()
             message, next_dir = output_check.export(kind, run_dir, out_dir, lang=lang_value)
             yield message, next_dir if next_dir else gr.skip()
         return on_export

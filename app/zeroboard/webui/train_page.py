@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import devices, planner, runner, spec
-from . import form as formmod, handlers, i18n
+from .. import planner, words
+from ..job import devices, spec
+from ..runs.manager import JobManager
+from . import form as formmod, handlers
 
 
 @dataclass
@@ -39,15 +41,15 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         formmod.render_section(f, section, names, job, lang, gpus)
         if section == "data":
             with gr.Row():
-                preview_data = gr.Button(i18n.label("preview_data", lang), size="sm", scale=0, elem_id="zb-preview-data")
+                preview_data = gr.Button(words.label("preview_data", lang), size="sm", scale=0, elem_id="zb-preview-data")
             data_preview = gr.Markdown(elem_id="zb-data-preview")
             f.texts["preview_data"] = (preview_data, "value")
     with gr.Row():
-        preview = gr.Button(i18n.label("preview", lang), elem_id="zb-preview")
-        save = gr.Button(i18n.label("save", lang), elem_id="zb-save")
-        load = gr.Button(i18n.label("load", lang), elem_id="zb-load")
-        start = gr.Button(i18n.label("start", lang), variant="primary", elem_id="zb-start")
-        abort = gr.Button(i18n.label("abort", lang), variant="stop", elem_id="zb-abort")
+        preview = gr.Button(words.label("preview", lang), elem_id="zb-preview")
+        save = gr.Button(words.label("save", lang), elem_id="zb-save")
+        load = gr.Button(words.label("load", lang), elem_id="zb-load")
+        start = gr.Button(words.label("start", lang), variant="primary", elem_id="zb-start")
+        abort = gr.Button(words.label("abort", lang), variant="stop", elem_id="zb-abort")
     for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
@@ -56,11 +58,11 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
             continue
         formmod.render_section(f, section, names, job, lang, gpus)
         if section == "output":
-            args_path = gr.Textbox("runs/saved/job.yaml", label=i18n.label("args_path", lang), elem_id="zb-args-path")
+            args_path = gr.Textbox("runs/saved/job.yaml", label=words.label("args_path", lang), elem_id="zb-args-path")
             f.texts["args_path"] = (args_path, "label")
     message = gr.Markdown(elem_id="zb-message")
-    command = gr.HTML(label=i18n.label("command", lang), elem_id="zb-command")
-    ds_json = gr.Code(language="json", label=i18n.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
+    command = gr.HTML(label=words.label("command", lang), elem_id="zb-command")
+    ds_json = gr.Code(language="json", label=words.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
     return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, args_path, message,
@@ -74,13 +76,13 @@ def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpe
         with gr.Column(scale=3):
             formmod.render_section(f, "devices", names, job, lang, gpus)
         with gr.Column(scale=2, min_width=320):
-            with gr.Accordion(i18n.label("plan", lang), open=True) as acc:
+            with gr.Accordion(words.label("plan", lang), open=True) as acc:
                 plan = gr.Markdown(planner.panel(job, gpus, lang), max_height=460, elem_id="zb-plan")
     f.texts["plan"] = (acc, "label")
     return plan
 
 
-def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.Gpu], session: gr.State,
+def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], session: gr.State,
                lang: gr.Radio) -> None:
     f = page.form
     n = len(f.names)
@@ -95,23 +97,26 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
         checked = handlers.check(values, gpus)
         port = checked.command.master_port if checked.ok else None
-        return [*shown(checked, lang_value, handlers.report_markdown(checked)), {**state, "port": port}]
+        return [*shown(checked, lang_value, handlers.report_markdown(checked, lang_value)), {**state, "port": port}]
 
     def on_start(*args):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
-        checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"))
+        checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"), lang=lang_value)
         if job is not None:
             state = {**state, "run_dir": job.run_dir, "port": None}
         return [*shown(checked, lang_value, message), state]
 
-    def on_abort(state):
-        return handlers.abort(manager, state.get("run_dir"))
+    def on_abort(state, lang_value):
+        return handlers.abort(manager, state.get("run_dir"), lang_value)
 
     def on_save(*args):
-        return handlers.save_args(f.values(args[:n]), args[n])
+        values, path, lang_value, state = f.values(args[:n]), args[n], args[n + 1], args[n + 2]
+        again = state.get("confirm_save") == path  # a second click on the same file replaces it
+        message, confirm = handlers.save_args(values, path, lang_value, replace=again)
+        return message, {**state, "confirm_save": path if confirm else None}
 
-    def on_load(path):
-        values, message = handlers.load_args(path)
+    def on_load(path, lang_value):
+        values, message = handlers.load_args(path, lang_value)
         if values is None:  # a malformed file changes nothing
             return [gr.skip()] * n + [message]
         return [values.get(name, gr.skip()) for name in f.names] + [message]
@@ -125,13 +130,13 @@ def wire_train(page: TrainPage, manager: runner.JobManager, gpus: list[devices.G
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
-    page.abort.click(on_abort, [session], [page.message], **io)
-    page.save.click(on_save, [*f.inputs, page.args_path], [page.message], **io)
-    page.load.click(on_load, [page.args_path], [*f.inputs, page.message], **io)
-    page.preview_data.click(handlers.dataset_preview, [f.fields["dataset_dir"], f.fields["dataset"]],
-                            [page.data_preview], **io)
+    page.abort.click(on_abort, [session, lang], [page.message], **io)
+    page.save.click(on_save, [*f.inputs, page.args_path, lang, session], [page.message, session], **io)
+    page.load.click(on_load, [page.args_path, lang], [*f.inputs, page.message], **io)
+    page.preview_data.click(lambda d, names, lang_value: handlers.dataset_preview(d, names, lang=lang_value),
+                            [f.fields["dataset_dir"], f.fields["dataset"], lang], [page.data_preview], **io)
     for name in ("gpu_ids", "num_processes", "device_type"):
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
-    plan_triggers = [f.fields[name].change for name in handlers.PLAN_FIELDS if name in f.fields] + [lang.change]
+    plan_triggers = [f.fields[name].change for name in handlers.plan_fields(gpus) if name in f.fields] + [lang.change]
     gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)

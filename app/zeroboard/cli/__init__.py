@@ -1,0 +1,35 @@
+"""``zeroboard``: the command line, the top layer.
+
+- :mod:`.jobs`: preview, validate, plan (nothing is started)
+- :mod:`.train`: train (through the runner, followed in the foreground), runs, stop
+- :mod:`.outputs`: check, inspect, consolidate, merge
+- :mod:`.tools`: demo-model, presets, webui, screenshots
+
+Its words come from the catalog; ``$ZEROBOARD_LANG=zh`` makes them Chinese.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..words import default_lang, text
+from . import jobs, outputs, tools, train
+
+
+def parser() -> argparse.ArgumentParser:
+    lang = default_lang()
+    p = argparse.ArgumentParser(prog="zeroboard", description=text("cli.description", lang))
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for module in (jobs, train, outputs, tools):
+        module.add_commands(sub, lang)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

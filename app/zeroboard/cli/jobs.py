@@ -1,0 +1,98 @@
+"""``zeroboard preview | validate | plan``: a job checked, its exact command, its memory plan; nothing is started."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import planner
+from ..job import command, spec as specmod, workspace
+from ..planner import report
+from ..words import default_lang, text, tr
+
+
+def job_arguments(s, lang: str) -> None:
+    s.add_argument("job", nargs="?", help=text("cli.job_help", lang, demo=specmod.DEMO_JOB))
+    s.add_argument("--set", action="append", metavar="NAME=VALUE", help=text("cli.set_help", lang))
+    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
+
+
+def load(args) -> specmod.JobSpec | None:
+    """The job of the command line (file + --set), or None after printing why it cannot be used."""
+    workspace.allow(args.allow_path)
+    try:
+        return specmod.apply_overrides(specmod.load_job(args.job), args.set or [])
+    except specmod.SpecError as e:
+        lang = default_lang()
+        print(text("cli.job_unusable", lang), file=sys.stderr)
+        print("\n".join(f"  {k}: {tr(v, lang)}" for k, v in e.problems.items()), file=sys.stderr)
+        return None
+
+
+def prepare(args) -> command.Prepared | None:
+    """Validate and build the command; print every problem by field (and the notes). None when not ok."""
+    job = load(args)
+    if job is None:
+        return None
+    lang = default_lang()
+    prepared = command.prepare(job)
+    for k, v in prepared.report.warnings.items():
+        print(text("cli.note", lang, field=k, text=tr(v, lang)), file=sys.stderr)
+    if not prepared.report.ok:
+        print(text("cli.nothing_started", lang), file=sys.stderr)
+        print("\n".join(f"  {k}: {tr(v, lang)}" for k, v in prepared.report.errors.items()), file=sys.stderr)
+        return None
+    return prepared
+
+
+def cmd_preview(args) -> int:
+    prepared = prepare(args)
+    if prepared is None:
+        return 2
+    cmd = prepared.command
+    if args.json:
+        print(json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    lang = default_lang()
+    print(text("cli.run_from", lang, cwd=cmd.cwd))
+    if cmd.deepspeed_config:
+        print(text("cli.ds_config", lang, path=cmd.deepspeed_config))
+    print(cmd.shell())
+    return 0
+
+
+def cmd_validate(args) -> int:
+    if prepare(args) is None:
+        return 2
+    print(text("cli.ok", default_lang()))
+    return 0
+
+
+def cmd_plan(args) -> int:
+    """Exit status: 0 fits (or no device to compare with), 1 does not fit, 2 the job or model cannot be planned."""
+    job = load(args)
+    if job is None:
+        return 2
+    lang = args.lang or default_lang()
+    try:
+        plan = planner.estimate(job)
+    except planner.PlanError as e:
+        print(text("cli.plan_error", lang, why=tr(e.args[0], lang)), file=sys.stderr)
+        return 2
+    print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else report.plain(plan, lang))
+    return 1 if plan.fits is False else 0
+
+
+def add_commands(sub, lang: str) -> None:
+    s = sub.add_parser("preview", help=text("cli.preview_help", lang))
+    job_arguments(s, lang)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_preview)
+    s = sub.add_parser("validate", help=text("cli.validate_help", lang))
+    job_arguments(s, lang)
+    s.set_defaults(fn=cmd_validate)
+    s = sub.add_parser("plan", help=text("cli.plan_help", lang))
+    job_arguments(s, lang)
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--lang", choices=["en", "zh"], help=text("cli.lang_help", lang))
+    s.set_defaults(fn=cmd_plan)

@@ -1,0 +1,71 @@
+"""``zeroboard demo-model | presets | webui | screenshots``."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from ..data.demo import write_demo_data
+from ..job import presets, workspace
+from ..job.placement import cache_dir
+from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL
+from ..words import default_lang, text
+
+SCREENSHOT_TOOL = Path("tools") / "screenshots.py"  # in a source checkout; it needs playwright (make screenshots)
+
+
+def cmd_demo_model(args) -> int:
+    from ..training.demo_model import build_demo_model
+
+    lang = default_lang()
+    write_demo_data(args.data_dir)
+    if Path(args.model_dir, "config.json").is_file() and not args.force:
+        print(text("cli.demo_there", lang, path=args.model_dir))
+        return 0
+    out = build_demo_model(args.model_dir, args.data_dir)
+    print(text("cli.demo_built", lang, path=str(out)))
+    return 0
+
+
+def cmd_presets(args) -> int:
+    report = presets.write_presets(args.dir)
+    print(report.message() or text("cli.presets_current", default_lang(), path=args.dir))
+    return 0
+
+
+def cmd_webui(args) -> int:
+    from ..webui.app import serve
+
+    workspace.allow(args.allow_path)
+    return serve(host=args.host, port=args.port)
+
+
+def cmd_screenshots(args) -> int:
+    """The documentation screenshots: a tool of the source checkout, not of the installed package."""
+    here = [Path.cwd() / SCREENSHOT_TOOL, Path(__file__).resolve().parents[3] / SCREENSHOT_TOOL]
+    tool = next((p for p in here if p.is_file()), None)
+    if tool is None:
+        print(text("cli.no_screenshot_tool", default_lang(), path=str(SCREENSHOT_TOOL)), file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, str(tool), *args.rest])
+
+
+def add_commands(sub, lang: str) -> None:
+    s = sub.add_parser("demo-model", help=text("cli.demo_help", lang))
+    s.add_argument("--model-dir", default=DEMO_MODEL)
+    s.add_argument("--data-dir", default=DEMO_DATA_DIR)
+    s.add_argument("--force", action="store_true")
+    s.set_defaults(fn=cmd_demo_model)
+    s = sub.add_parser("presets", help=text("cli.presets_help", lang))
+    s.add_argument("--dir", default=str(cache_dir()))
+    s.set_defaults(fn=cmd_presets)
+    s = sub.add_parser("webui", help=text("cli.webui_help", lang))
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=7860)
+    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
+    s.set_defaults(fn=cmd_webui)
+    s = sub.add_parser("screenshots", help=text("cli.screenshots_help", lang), add_help=False)
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_screenshots)

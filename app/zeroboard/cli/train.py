@@ -1,0 +1,184 @@
+"""``zeroboard train | runs | stop``: jobs from the terminal, through the same runner as the page.
+
+``train`` starts the job with the page's own launch path (the registry, the
+busy rule, the folder rules, a supervisor) and follows it in the foreground:
+the live log on the terminal, then the job's own exit status.  Ctrl-C,
+SIGTERM and SIGHUP stop the job as Abort does (graceful, then SIGKILL, then a
+check that no process is left) before the command exits; ``--detach`` leaves
+it running on purpose.  A job started here shows in the page's run list and
+can be aborted there; ``runs`` and ``stop`` go the other way.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..job import record, workspace
+from ..runs import manager as runmgr
+from ..runs.state import JobState
+from ..words import default_lang, text, tr
+from . import jobs
+
+POLL_S = 0.2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminal:
+    """Printing to a terminal that may go away (SIGHUP closes it): then we stop printing, not the stop itself."""
+
+    def __init__(self):
+        self.gone = False
+
+    def out(self, line: str, err: bool = False) -> None:
+        if self.gone:
+            return
+        try:
+            print(line, file=sys.stderr if err else sys.stdout, flush=True)
+        except OSError:
+            self.gone = True
+
+
+class Signals:
+    """The stop signals the command received (the first one decides the exit status)."""
+
+    def __init__(self):
+        self.got: list[int] = []
+        self.event = threading.Event()
+        self._old = {}
+
+    def __enter__(self):
+        for sig in STOP_SIGNALS:
+            self._old[sig] = signal.signal(sig, self._on)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _on(self, sig, frame):
+        self.got.append(sig)
+        self.event.set()
+
+
+def exit_status(st: JobState, signals: Signals) -> int:
+    """The job's own exit status; an abort we asked for: 128 + the signal, as a shell reports it."""
+    if st.status == "finished":
+        return 0
+    if st.status == "aborted" and signals.got:
+        return 128 + int(signals.got[0])
+    if st.status == "aborted":
+        return 130
+    return st.exit_code if isinstance(st.exit_code, int) and st.exit_code > 0 else 1
+
+
+def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Terminal, lang: str) -> int:
+    """Print the run's log as it grows until it ends; stop it on a signal and wait until that is verified."""
+    log = record.Tail(Path(st.run_dir) / record.LOG_FILE)
+    log.offset = st.log_offset
+    asked = False
+    while True:
+        for line in log.read_lines():
+            term.out(line)
+        if signals.got and not asked:
+            asked = True
+            name = signal.Signals(signals.got[0]).name
+            term.out(text("cli.stopping", lang, signal=name, run=st.run_dir, grace=round(st.grace_s)), err=True)
+            mgr.abort(st.run_dir)
+        current = mgr.state(st.run_dir) or st
+        if not current.active:
+            for line in log.read_lines(None):
+                term.out(line)
+            term.out(text("cli.ended", lang, status=text(f"status.{current.status}", lang),
+                          message=tr(current.message, lang)), err=True)
+            return exit_status(current, signals)
+        signals.event.wait(POLL_S)
+        signals.event.clear()
+
+
+def cmd_train(args) -> int:
+    lang = default_lang()
+    term = Terminal()
+    with Signals() as signals:  # from the start: a Ctrl-C during the launch still stops the job it started
+        prepared = jobs.prepare(args)
+        if prepared is None:
+            return 2
+        mgr = runmgr.JobManager()
+        try:
+            st = mgr.start(prepared, source="cli")
+        except runmgr.Busy as e:
+            term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
+            return 3
+        except runmgr.StartError as e:
+            term.out(text("cli.not_started", lang, why=tr(e.args[0], lang)), err=True)
+            return 1
+        cmd = json.loads((Path(st.run_dir) / record.COMMAND_FILE).read_text(encoding="utf-8"))
+        term.out(f"$ {cmd['shell']}", err=True)
+        for note in st.notes:
+            term.out(text("cli.note", lang, field="master_port", text=tr(note, lang)), err=True)
+        term.out(text("cli.started", lang, run=st.run_dir, pid=st.supervisor_pid or "-"), err=True)
+        if args.detach and not signals.got:
+            term.out(text("cli.detached", lang, run=st.run_dir), err=True)
+            return 0
+        return follow(mgr, st, signals, term, lang)
+
+
+def _registered(mgr: runmgr.JobManager, run: str) -> str | None:
+    """The index's name for a run folder given on the command line (or None: not a run of this workspace)."""
+    wanted = workspace.current().path(run)
+    return next((r for r in mgr.run_dirs() if Path(r).resolve() == wanted), None)
+
+
+def cmd_runs(args) -> int:
+    lang = default_lang()
+    mgr = runmgr.JobManager()
+    jobs_ = mgr.jobs()
+    if args.json:
+        print(json.dumps([j.to_json() for j in jobs_], indent=2, ensure_ascii=False))
+        return 0
+    if not jobs_:
+        print(text("cli.no_runs", lang))
+        return 0
+    for j in jobs_:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "-"
+        where = "cpu" if j.device_kind == "cpu" else "GPU " + ",".join(map(str, j.devices))
+        print(f"{text(f'status.{j.status}', lang):<12} {j.source:<5} {started}  {where:<10} {j.run_dir}")
+    return 0
+
+
+def cmd_stop(args) -> int:
+    lang = default_lang()
+    mgr = runmgr.JobManager()
+    run = _registered(mgr, args.run)
+    if run is None:
+        print(text("cli.not_a_run", lang, run=args.run), file=sys.stderr)
+        return 1
+    st = mgr.abort(run)
+    if st is None or not st.active:
+        print(text("cli.not_running", lang, run=run, status=text(f"status.{st.status}", lang) if st else "-"))
+        return 0
+    print(text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
+    if args.no_wait:
+        return 0
+    while (st := mgr.state(run)) is not None and st.active:
+        time.sleep(POLL_S)
+    print(text("cli.ended", lang, status=text(f"status.{st.status}", lang), message=tr(st.message, lang)))
+    return 0 if not st.leftover else 1
+
+
+def add_commands(sub, lang: str) -> None:
+    s = sub.add_parser("train", help=text("cli.train_help", lang))
+    jobs.job_arguments(s, lang)
+    s.add_argument("--detach", action="store_true", help=text("cli.detach_help", lang))
+    s.set_defaults(fn=cmd_train)
+    s = sub.add_parser("runs", help=text("cli.runs_help", lang))
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_runs)
+    s = sub.add_parser("stop", help=text("cli.stop_help", lang))
+    s.add_argument("run", help=text("cli.run_arg_help", lang))
+    s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))
+    s.set_defaults(fn=cmd_stop)

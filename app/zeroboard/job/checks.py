@@ -1,0 +1,270 @@
+"""Validation before launch: every problem at once, each naming its field and the fix.
+
+Light on purpose (no torch, no transformers): model facts come from
+``config.json`` and the safetensors header (``modelinfo``), the devices from
+the job's :class:`~zeroboard.job.placement.Placement`.  Every message is a
+catalog sentence (``words.checks``), so the page can show it in Chinese.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..data import formats as datafmt
+from ..words import Msg, say, tr
+from . import devices, folders, modelinfo
+from .placement import Placement, place
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+# TrainingArguments that ZeroBoard sets from its own fields: the job field to use instead.
+OWNED_ARGS = {
+    "output_dir": "output_dir", "deepspeed": "deepspeed", "learning_rate": "learning_rate",
+    "num_train_epochs": "num_train_epochs", "max_steps": "max_steps", "lr_scheduler_type": "lr_scheduler_type",
+    "warmup_steps": "warmup_steps", "per_device_train_batch_size": "per_device_train_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps", "max_grad_norm": "max_grad_norm",
+    "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
+    "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
+    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
+    "liger_kernel_config": "liger_kernel",
+}
+
+# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
+LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
+                     "granite", "olmo2", "glm4", "smollm3"}
+# models with recurrent (state-space or linear-attention) layers: their state would run across packed samples
+RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "granitemoehybrid",
+                         "qwen3_next", "lfm2", "falcon_h1", "nemotron_h", "rwkv", "recurrent_gemma", "minimax"}
+
+
+@dataclass
+class Report:
+    errors: dict[str, Msg] = field(default_factory=dict)
+    warnings: dict[str, Msg] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def text(self, lang: str = "en") -> str:
+        lines = [f"{say('check.error_word').say_in(lang)}  {k}: {tr(v, lang)}" for k, v in self.errors.items()]
+        lines += [f"{say('check.note_word').say_in(lang)}   {k}: {tr(v, lang)}" for k, v in self.warnings.items()]
+        return "\n".join(lines)
+
+
+def is_demo_model(path: str) -> bool:
+    return Path(path).resolve() == Path(DEMO_MODEL).resolve()
+
+
+def is_demo_data(path: str) -> bool:
+    return Path(path).resolve() == Path(DEMO_DATA_DIR).resolve()
+
+
+# --- the checks ----------------------------------------------------------------
+
+def _check_model(spec: JobSpec, r: Report) -> Path | None:
+    m = spec.model_name_or_path
+    if not m:
+        r.errors["model_name_or_path"] = say("check.model_empty")
+        return None
+    p = Path(m).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            r.errors["model_name_or_path"] = say("check.model_no_config", path=m)
+            return None
+        return p
+    if is_demo_model(m):
+        r.warnings["model_name_or_path"] = say("check.demo_model_built")
+        return None
+    if p.exists():
+        r.errors["model_name_or_path"] = say("check.model_is_file", path=m)
+    elif HUB_ID.match(m) and not m.startswith((".", "/", "~")):
+        r.warnings["model_name_or_path"] = say("check.model_hub", path=m)
+    else:
+        r.errors["model_name_or_path"] = say("check.model_missing", path=m)
+    return None
+
+
+def _check_data(spec: JobSpec, r: Report) -> None:
+    if not spec.dataset:
+        r.errors["dataset"] = say("check.no_dataset")
+        return
+    if is_demo_data(spec.dataset_dir):
+        from ..data.demo import write_demo_data
+
+        write_demo_data(spec.dataset_dir)
+    for name in spec.dataset:
+        try:
+            src = datafmt.resolve(name, spec.dataset_dir)
+            datafmt.to_conversations(src, datafmt.read_records(src.path))
+        except datafmt.DataError as e:
+            r.errors["dataset"] = e.args[0]
+            return
+
+
+def _check_numbers(spec: JobSpec, r: Report) -> None:
+    e = r.errors
+    if not 0 < spec.learning_rate < 1:
+        e["learning_rate"] = say("check.lr_range", got=spec.learning_rate)
+    if spec.max_steps < 0:
+        e["max_steps"] = say("check.max_steps")
+    elif spec.max_steps == 0 and spec.num_train_epochs <= 0:
+        e["num_train_epochs"] = say("check.epochs_positive")
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "lora_rank", "lora_alpha"):
+        if getattr(spec, name) < 1:
+            e[name] = say("check.at_least_one", got=getattr(spec, name))
+    for name in ("save_steps", "max_samples", "warmup_steps", "max_grad_norm", "weight_decay"):
+        if getattr(spec, name) < 0:
+            e[name] = say("check.not_negative", got=getattr(spec, name))
+    if not 8 <= spec.cutoff_len <= 1_048_576:
+        e["cutoff_len"] = say("check.cutoff_range", got=spec.cutoff_len)
+    if not 0 <= spec.lora_dropout < 1:
+        e["lora_dropout"] = say("check.dropout_range", got=spec.lora_dropout)
+
+
+def _check_lora(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
+    if spec.finetuning_type != "lora":
+        return
+    targets = spec.lora_target
+    if not targets:
+        r.errors["lora_target"] = say("check.lora_target_empty")
+        return
+    if "all" in targets:
+        if len(targets) > 1:
+            r.errors["lora_target"] = say("check.lora_target_both")
+        return
+    if model_dir is None:
+        return
+    known = modelinfo.linear_module_names(model_dir)
+    if known is None:
+        r.warnings["lora_target"] = say("check.lora_target_unknown")
+        return
+    unknown = [t for t in targets if t not in known]
+    if unknown:
+        r.errors["lora_target"] = say("check.lora_target_missing", names=", ".join(unknown), known=", ".join(sorted(known)))
+
+
+def _check_output(spec: JobSpec, r: Report) -> None:
+    problem = folders.output_problem(spec)
+    if problem is not None:
+        name, msg = problem
+        r.errors[name] = msg
+
+
+def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: Report) -> None:
+    if spec.device_type == "cuda" and not gpus:
+        r.errors["device_type"] = say("check.no_gpu")
+        return
+    if where.kind == "cuda":
+        have = [g.index for g in gpus]
+        wrong = [i for i in spec.gpu_ids if i not in have]
+        if wrong:
+            r.errors["gpu_ids"] = say("check.gpu_missing", wrong=", ".join(map(str, wrong)), have=", ".join(map(str, have)))
+        elif len(set(spec.gpu_ids)) != len(spec.gpu_ids):
+            r.errors["gpu_ids"] = say("check.gpu_twice")
+        old = [g.index for g in where.chosen if not g.supports_bf16]
+        if spec.precision == "bf16" and old:
+            r.errors["precision"] = say("check.gpu_no_bf16", gpus=str(old))
+    else:
+        cores = devices.cpu_count()
+        if spec.num_processes < 1:
+            r.errors["num_processes"] = say("check.processes_positive")
+        elif spec.num_processes > cores:
+            r.errors["num_processes"] = say("check.processes_cores", n=spec.num_processes, cores=cores)
+        if spec.precision == "fp16":
+            r.errors["precision"] = say("check.fp16_cpu")
+        if spec.gpu_ids:
+            r.warnings["gpu_ids"] = say("check.gpu_ids_ignored")
+
+
+def _check_nodes(spec: JobSpec, r: Report) -> None:
+    if spec.num_nodes < 1:
+        r.errors["num_nodes"] = say("check.nodes_positive")
+    elif not 0 <= spec.node_rank < spec.num_nodes:
+        r.errors["node_rank"] = say("check.node_rank_range", top=spec.num_nodes - 1)
+    if spec.num_nodes > 1:
+        if spec.launcher != "torchrun":
+            r.errors["launcher"] = say("check.nodes_torchrun")
+        if spec.master_port == 0:
+            r.errors["master_port"] = say("check.nodes_port")
+    if not 0 <= spec.master_port <= 65535:
+        r.errors["master_port"] = say("check.port_range")
+
+
+def _check_deepspeed(spec: JobSpec, where: Placement, r: Report) -> None:
+    if spec.offload and spec.deepspeed_stage == "none" and not spec.deepspeed:
+        r.errors["offload"] = say("check.offload_needs_stage")
+    if not spec.deepspeed:
+        return
+    if where.ds_error is not None:
+        r.errors["deepspeed"] = where.ds_error
+        return
+    if spec.deepspeed_stage != "none" and spec.deepspeed_stage != where.stage:
+        r.errors["deepspeed_stage"] = say("check.stage_mismatch", stage=spec.deepspeed_stage,
+                                          file=Path(spec.deepspeed).name, own=where.stage)
+
+
+def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Report) -> None:
+    use_gpu = where.kind == "cuda"
+    model_type = modelinfo.model_type(model_dir)
+    if spec.liger_kernel == "on":
+        if not use_gpu:
+            r.errors["liger_kernel"] = say("check.liger_cpu")
+        elif not modelinfo.installed("liger_kernel"):
+            r.errors["liger_kernel"] = say("check.liger_missing")
+        elif model_type and model_type not in LIGER_MODEL_TYPES:
+            r.errors["liger_kernel"] = say("check.liger_model", model_type=model_type)
+    if spec.attn_implementation == "flash_attention_2":
+        old = [g.index for g in where.chosen if g.compute_capability < (8, 0)]
+        if not use_gpu:
+            r.errors["attn_implementation"] = say("check.fa_cpu")
+        elif not modelinfo.installed("flash_attn"):
+            r.errors["attn_implementation"] = say("check.fa_missing")
+        elif old:
+            r.errors["attn_implementation"] = say("check.fa_old_gpu", gpus=str(old))
+        elif where.precision == "fp32":
+            r.errors["attn_implementation"] = say("check.fa_fp32")
+        elif spec.packing and spec.per_device_train_batch_size > 1:
+            r.errors["attn_implementation"] = say("check.fa_packing")
+    if spec.packing and model_type in RECURRENT_MODEL_TYPES:
+        r.errors["packing"] = say("check.packing_recurrent", model_type=model_type)
+    if spec.pure_bf16:
+        if where.deepspeed or spec.deepspeed:
+            r.errors["pure_bf16"] = say("check.pure_bf16_ds")
+        elif spec.precision in ("fp16", "fp32") or (spec.precision == "auto" and not use_gpu):
+            r.errors["pure_bf16"] = say("check.pure_bf16_compute")
+        elif where.precision != "bf16":
+            r.errors["pure_bf16"] = say("check.pure_bf16_gpu", gpus=str([g.index for g in where.chosen
+                                                                         if not g.supports_bf16]))
+
+
+def _check_extra(spec: JobSpec, r: Report) -> None:
+    if not spec.extra_args:
+        return
+    known = modelinfo.training_argument_names()
+    for key in spec.extra_args:
+        if key in OWNED_ARGS:
+            r.errors["extra_args"] = say("check.extra_owned", key=key, field=OWNED_ARGS[key])
+        elif known and key not in known:
+            r.errors["extra_args"] = say("check.extra_unknown", key=key)
+
+
+def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placement | None = None) -> Report:
+    """Check a job; ``gpus`` defaults to what NVML sees now, ``where`` to the job's placement on them."""
+    r = Report()
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    where = where or place(spec, gpus)
+    model_dir = _check_model(spec, r)
+    _check_data(spec, r)
+    _check_numbers(spec, r)
+    _check_lora(spec, model_dir, r)
+    _check_output(spec, r)
+    _check_devices(spec, gpus, where, r)
+    _check_nodes(spec, r)
+    _check_deepspeed(spec, where, r)
+    _check_speed(spec, where, model_dir, r)
+    _check_extra(spec, r)
+    return r

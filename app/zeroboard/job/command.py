@@ -1,0 +1,174 @@
+"""The exact command: one function turns a job into argv + environment.
+
+``zeroboard preview`` prints it, ``zeroboard train`` and the web UI's Start
+run the very same argv (no shell).  The shell line is only a rendering of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..words import say
+from . import checks, devices, placement as placemod, presets
+from .placement import Placement, cache_dir
+from .spec import FIELDS, JobSpec, changed, to_flags
+
+__all__ = ["Command", "Prepared", "build", "cache_dir", "prepare", "with_port"]
+
+TRAINER_MODULE = "zeroboard.training.train"
+# NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
+# that many hosts (and containers) lack, and NCCL then hangs at init.
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    env: dict[str, str]  # only what ZeroBoard sets on top of the inherited environment
+    cwd: str
+    deepspeed_config: str | None  # path as it appears in argv, or None without DeepSpeed
+    device_kind: str  # "cuda" or "cpu"
+    devices: list[int] = field(default_factory=list)  # GPU indices, or CPU ranks
+    master_port: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+    def shell(self) -> str:
+        """A copy-pasteable POSIX shell line for the same argv and environment."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+    def full_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def to_dict(self) -> dict:
+        return {"argv": self.argv, "env": self.env, "cwd": self.cwd, "shell": self.shell(),
+                "deepspeed_config": self.deepspeed_config, "device_kind": self.device_kind,
+                "devices": self.devices, "master_port": self.master_port, "notes": self.notes}
+
+
+@dataclass
+class Prepared:
+    spec: JobSpec
+    report: checks.Report
+    command: Command | None
+    presets: presets.PresetReport | None = None
+    placement: Placement | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _executable(name: str) -> str:
+    """The launcher next to this Python; a bare name when PATH finds that same file."""
+    local = Path(sys.executable).parent / name
+    if not local.exists():
+        return shutil.which(name) or name
+    found = shutil.which(name)
+    return name if found and Path(found).resolve() == local.resolve() else str(local)
+
+
+def sanitized_arch_list(value: str) -> str:
+    """Drop arch suffixes like '9.0a' that DeepSpeed's op builder cannot parse ('9.0a' -> '9.0')."""
+    clean: list[str] = []
+    for part in value.replace(";", " ").split():
+        arch, plus, ptx = part.partition("+")
+        item = arch.rstrip("af") + plus + ptx
+        if item not in clean:
+            clean.append(item)
+    return ";".join(clean)
+
+
+def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
+    """argv + environment for a validated spec and its placement (see :func:`prepare`)."""
+    use_gpu = where.kind == "cuda"
+    ids, n = list(where.ids), where.per_node
+    port = spec.master_port or port or free_port()  # a port the user fixed wins
+    env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
+    notes: list[str] = []
+    if use_gpu:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # same numbering as NVML and nvidia-smi
+        env.update(NCCL_ENV)
+        arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        if arch and any(p.partition("+")[0].endswith(("a", "f")) for p in arch.replace(";", " ").split()):
+            env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(arch)
+            notes.append(say("check.arch_list", given=arch, used=env["TORCH_CUDA_ARCH_LIST"]))
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["DS_ACCELERATOR"] = "cpu"
+        env["OMP_NUM_THREADS"] = str(max(1, devices.cpu_count() // n))
+
+    trainer_values = {k: v for k, v in changed(spec).items() if not FIELDS[k].metadata["launch_only"]}
+    trainer_values.update(model_name_or_path=spec.model_name_or_path, output_dir=spec.output_dir, device_type=where.kind,
+                          precision=where.precision)
+    trainer_values.pop("deepspeed", None)
+    if where.ds_path:
+        trainer_values["deepspeed"] = where.ds_path
+    flags = to_flags({k: trainer_values[k] for k in FIELDS if k in trainer_values})
+
+    if spec.launcher == "torchrun":
+        if use_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
+        # --tee 3 copies every rank's stdout/stderr to the console with this prefix: a traceback names its rank
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
+        nodes = ["--nnodes", str(spec.num_nodes), "--node_rank", str(spec.node_rank), "--master_addr", spec.master_addr]
+        argv = [_executable("torchrun"), "--tee", "3", *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
+                "--master_port", str(port), "-m", TRAINER_MODULE]
+    else:
+        if use_gpu:
+            where_args = ["--include", "localhost:" + ",".join(map(str, ids))]
+        else:
+            env["LOCAL_SIZE"] = str(n)  # DeepSpeed's CPU accelerator counts devices from this
+            where_args = ["--num_gpus", str(n)]
+        argv = [_executable("deepspeed"), *where_args, "--master_port", str(port), "--no_local_rank", "--module",
+                TRAINER_MODULE]
+    return Command(argv + flags, env, os.getcwd(), where.ds_path, where.kind, ids, port, notes)
+
+
+def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
+            write_presets: bool = True) -> Prepared:
+    """Validate, write the cache/ presets, build the command. Preview and Start both call this."""
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    where = placemod.place(spec, gpus)
+    report = checks.validate(spec, gpus, where)
+    preset_report = None
+    if write_presets and where.deepspeed and not where.custom and report.ok:
+        try:
+            preset_report = presets.write_presets(cache_dir())
+        except OSError as e:
+            report.errors["deepspeed_stage"] = say("check.presets_unwritable", path=str(cache_dir()), why=e.strerror or str(e))
+        else:
+            if preset_report.kept:
+                report.warnings["deepspeed_stage"] = preset_report.message()
+    cmd = build(spec, where, port) if report.ok else None
+    if cmd is not None:
+        for note in cmd.notes:
+            report.warnings.setdefault("environment", note)
+    return Prepared(spec, report, cmd, preset_report, where)
+
+
+def with_port(cmd: Command, port: int) -> Command:
+    argv = list(cmd.argv)
+    argv[argv.index("--master_port") + 1] = str(port)
+    return replace(cmd, argv=argv, master_port=port)

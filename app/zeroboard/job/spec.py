@@ -1,0 +1,344 @@
+"""The job spec: one typed description of a fine-tuning run.
+
+Everything else derives from :class:`JobSpec`: the YAML files, the trainer's
+command-line flags, the preview command, the saved run record and the web
+form.  Each field carries its form section in ``metadata``; its label and
+help live in the catalog (``words.fields``), keyed by the field's name;
+choices are ``Literal`` types, read back with :func:`choices`.
+
+This module must stay light (no torch, no transformers): the web server
+imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from ..words import Msg, help_text as _help, say
+
+FinetuningType = Literal["lora", "full"]
+Stage = Literal["none", "2", "3"]
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+Launcher = Literal["torchrun", "deepspeed"]
+DeviceType = Literal["auto", "cuda", "cpu"]
+Template = Literal["auto", "chat", "plain"]
+OnOff = Literal["auto", "on", "off"]
+Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
+
+DEMO_MODEL = "cache/demo/model"
+DEMO_DATA_DIR = "cache/demo/data"
+DEMO_JOB = "examples/demo.yaml"
+
+
+def _f(default: Any, section: str, launch_only: bool = False, **kw: Any) -> Any:
+    """A spec field: default and form section; launch_only fields stay with the launcher."""
+    meta = {"section": section, "launch_only": launch_only}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
+    return field(default=default, metadata=meta, **kw)
+
+
+@dataclass
+class JobSpec:
+    # --- model -----------------------------------------------------------------
+    model_name_or_path: str = _f(DEMO_MODEL, "model")
+    finetuning_type: FinetuningType = _f("lora", "model")
+    # --- data ------------------------------------------------------------------
+    dataset_dir: str = _f(DEMO_DATA_DIR, "data")
+    dataset: list[str] = _f(["identity", "demo_alpaca"], "data")
+    template: Template = _f("auto", "data")
+    cutoff_len: int = _f(128, "data")
+    max_samples: int = _f(0, "data")
+    # --- hyperparameters -------------------------------------------------------
+    learning_rate: float = _f(5e-5, "train")
+    num_train_epochs: float = _f(3.0, "train")
+    max_steps: int = _f(0, "train")
+    lr_scheduler_type: Scheduler = _f("cosine", "train")
+    warmup_steps: float = _f(0.0, "train")
+    per_device_train_batch_size: int = _f(4, "train")
+    gradient_accumulation_steps: int = _f(1, "train")
+    max_grad_norm: float = _f(1.0, "train")
+    weight_decay: float = _f(0.0, "train")
+    precision: Precision = _f("auto", "train")
+    gradient_checkpointing: bool = _f(False, "train")
+    logging_steps: int = _f(5, "train")
+    save_steps: int = _f(0, "train")
+    seed: int = _f(42, "train")
+    # --- speed-ups -------------------------------------------------------------
+    liger_kernel: OnOff = _f("auto", "speed")
+    attn_implementation: Attention = _f("auto", "speed")
+    packing: bool = _f(False, "speed")
+    pure_bf16: bool = _f(False, "speed")
+    # --- LoRA ------------------------------------------------------------------
+    lora_rank: int = _f(8, "lora")
+    lora_alpha: int = _f(16, "lora")
+    lora_dropout: float = _f(0.0, "lora")
+    lora_target: list[str] = _f(["all"], "lora")
+    # --- output ----------------------------------------------------------------
+    output_dir: str = _f("runs/demo", "output")
+    resume: bool = _f(False, "output")
+    # --- devices and DeepSpeed -------------------------------------------------
+    device_type: DeviceType = _f("auto", "devices")
+    gpu_ids: list[int] = _f([], "devices", launch_only=True)
+    num_processes: int = _f(2, "devices", launch_only=True)
+    deepspeed_stage: Stage = _f("none", "devices")
+    offload: bool = _f(False, "devices")
+    launcher: Launcher = _f("torchrun", "devices", launch_only=True)
+    num_nodes: int = _f(1, "devices", launch_only=True)
+    node_rank: int = _f(0, "devices", launch_only=True)
+    master_addr: str = _f("127.0.0.1", "devices", launch_only=True)
+    master_port: int = _f(0, "devices", launch_only=True)
+    deepspeed: str = _f("", "devices")
+    extra_args: dict[str, Any] = _f({}, "devices")
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(JobSpec)}
+_HINTS = typing.get_type_hints(JobSpec)
+
+
+def field_type(name: str) -> Any:
+    return _HINTS[name]
+
+
+def choices(name: str) -> tuple[str, ...] | None:
+    """The allowed values of a Literal field, else None."""
+    t = _HINTS[name]
+    return typing.get_args(t) if typing.get_origin(t) is Literal else None
+
+
+def defaults() -> JobSpec:
+    return JobSpec()
+
+
+def help_text(name: str) -> str:
+    return _help(name)
+
+
+# --- conversion ----------------------------------------------------------------
+
+class SpecError(ValueError):
+    """One or more fields are invalid. ``problems`` maps field name -> message (a catalog Msg)."""
+
+    def __init__(self, problems: dict[str, str]):
+        self.problems = dict(problems)
+        super().__init__("\n".join(f"{k}: {v}" for k, v in self.problems.items()))
+
+
+def _is_list(t: Any) -> bool:
+    return typing.get_origin(t) is list
+
+
+def _number(name: str, value: Any, whole: bool) -> int | float:
+    kind = "spec.whole" if whole else "spec.number"
+    if isinstance(value, bool) or isinstance(value, (dict, list)):
+        raise ValueError(say(kind, got=repr(value)))
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if not whole or any(c in value for c in ".eE") else int(value.strip())
+        except ValueError:
+            raise ValueError(say(kind, got=repr(value))) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(say("spec.finite", got=repr(value)))
+    if whole:
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(say(kind, got=repr(value)))
+            value = int(value)
+        return int(value)
+    return float(value)
+
+
+def coerce(name: str, value: Any) -> Any:
+    """Turn a value from YAML, a form or a command line into the field's type.
+
+    Raises ValueError with a message (a catalog Msg) that says what was expected.
+    """
+    t = _HINTS[name]
+    opts = choices(name)
+    if opts is not None:
+        s = str(value).strip()
+        if s not in opts:
+            raise ValueError(say("spec.choice", options=", ".join(opts), got=repr(value)))
+        return s
+    if t is bool:
+        if isinstance(value, bool):
+            return value
+        s = str(value).strip().lower()
+        if s in ("1", "true", "yes", "on"):
+            return True
+        if s in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(say("spec.bool", got=repr(value)))
+    if t in (int, float):
+        return _number(name, value, whole=t is int)
+    if t is str:
+        if value is None:
+            return ""
+        if isinstance(value, (dict, list)):
+            raise ValueError(say("spec.text", got=repr(value)))
+        return str(value).strip()
+    if _is_list(t):
+        (item,) = typing.get_args(t)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [v for v in (p.strip() for p in value.split(",")) if v]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(say("spec.list", got=repr(value)))
+        if item is int:
+            try:
+                return [_number(name, v, whole=True) for v in value]
+            except ValueError:
+                raise ValueError(say("spec.int_list", got=repr(value))) from None
+        return [str(v).strip() for v in value if str(v).strip()]
+    if typing.get_origin(t) is dict:
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(say("spec.json_object", why=e.msg)) from None
+        if not isinstance(value, dict):
+            raise ValueError(say("spec.mapping", got=repr(value)))
+        return dict(value)
+    raise TypeError(f"unhandled type {t} for {name}")  # pragma: no cover - a schema bug
+
+
+def from_dict(data: dict[str, Any]) -> JobSpec:
+    """Build a spec from a mapping, converting types; unknown keys are errors."""
+    problems: dict[str, Msg] = {}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in FIELDS:
+            close = [n for n in FIELDS if str(key).replace("-", "_") == n or str(key) in n]
+            problems[key] = say("spec.unknown_near", near=close[0]) if close else say("spec.unknown")
+            continue
+        try:
+            values[key] = coerce(key, value)
+        except ValueError as e:
+            problems[key] = e.args[0]
+    if problems:
+        raise SpecError(problems)
+    return JobSpec(**values)
+
+
+def to_dict(spec: JobSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
+
+
+def changed(spec: JobSpec) -> dict[str, Any]:
+    """Fields whose value differs from the default, in schema order."""
+    base = to_dict(JobSpec())
+    return {k: v for k, v in to_dict(spec).items() if base[k] != v}
+
+
+def load_yaml(path: str | Path) -> JobSpec:
+    """Read a job file. Raises SpecError naming the file when it cannot be used."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError({"file": say("spec.cannot_read", path=str(p), why=getattr(e, "strerror", None) or str(e))}) from None
+    return loads_yaml(text, source=str(p))
+
+
+def loads_yaml(text: str, source: str = "job") -> JobSpec:
+    return from_dict(read_mapping(text, source))
+
+
+def read_mapping(text: str, source: str = "job") -> dict:
+    """The option: value mapping of a job file's text (SpecError naming ``source`` when it is none)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError({"file": say("spec.not_yaml", path=source, why=str(e))}) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError({"file": say("spec.not_mapping", path=source)})
+    return data
+
+
+def dump_yaml(spec: JobSpec, full: bool = True) -> str:
+    data = to_dict(spec) if full else changed(spec)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def load_job(path: str | Path | None) -> JobSpec:
+    """A job file, or with none the offline demo's job (``examples/demo.yaml``, else the defaults)."""
+    if path is None:
+        return load_yaml(DEMO_JOB) if Path(DEMO_JOB).is_file() else JobSpec()
+    return load_yaml(path)
+
+
+def apply_overrides(job: JobSpec, pairs: list[str]) -> JobSpec:
+    """``name=value`` pairs (the command line's ``--set``) on top of a job."""
+    data = to_dict(job)
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise SpecError({key: say("spec.override_form")})
+        data[key.strip()] = value
+    return from_dict(data)
+
+
+def sections() -> dict[str, list[str]]:
+    """Field names grouped by form section, in schema order."""
+    out: dict[str, list[str]] = {}
+    for f in dataclasses.fields(JobSpec):
+        out.setdefault(f.metadata["section"], []).append(f.name)
+    return out
+
+
+# --- command-line flags (the trainer's parser and the command builder) ---------
+
+def to_flags(values: dict[str, Any]) -> list[str]:
+    """Render field values as ``--name value`` pairs the trainer parses back."""
+    argv: list[str] = []
+    for key, value in values.items():
+        t = _HINTS[key]
+        if t is bool:
+            text = "true" if value else "false"
+        elif _is_list(t):
+            text = ",".join(str(v) for v in value)
+        elif typing.get_origin(t) is dict:
+            text = json.dumps(value, separators=(",", ":"))
+        else:
+            text = str(value)
+        argv += [f"--{key}", text]
+    return argv
+
+
+def from_flags(argv: list[str]) -> JobSpec:
+    """Parse ``--name value`` pairs produced by :func:`to_flags`."""
+    data: dict[str, Any] = {}
+    problems: dict[str, Msg] = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("--"):
+            problems[tok] = say("spec.flag_unexpected")
+            i += 1
+            continue
+        key, eq, val = tok[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(argv):
+                problems[key] = say("spec.flag_no_value")
+                break
+            val = argv[i + 1]
+            i += 1
+        data[key] = val
+        i += 1
+    if problems:
+        raise SpecError(problems)
+    return from_dict(data)

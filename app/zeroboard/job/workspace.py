@@ -1,0 +1,87 @@
+"""The workspace: the folders a job (and the web page) may read and write.
+
+ZeroBoard works inside one folder, the workspace (the folder it was started
+from, or ``$ZEROBOARD_WORKSPACE``).  Whoever starts it may allow more folders
+(``--allow-path PATH[:rw]``, kept in ``$ZEROBOARD_ALLOW_PATHS`` so the
+processes it starts agree): read-only unless marked ``:rw``.  Models and
+datasets may also be read from the Hugging Face cache.
+
+Every path a user types is resolved (``~`` expanded, relative to the
+workspace, symbolic links followed) before it is compared, so neither
+``../..`` nor a link leads out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORKSPACE_ENV = "ZEROBOARD_WORKSPACE"
+ALLOW_ENV = "ZEROBOARD_ALLOW_PATHS"  # "PATH[:rw|:ro],PATH..."
+
+
+def resolve(path: str | Path, base: Path) -> Path:
+    """An absolute path with every existing link followed; a missing tail is kept as written (``..`` folded)."""
+    p = Path(os.path.expanduser(str(path)))
+    return Path(os.path.realpath(p if p.is_absolute() else base / p))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def hf_cache() -> Path:
+    """The Hugging Face hub cache, where models and datasets fetched before are kept."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(os.path.expanduser(home))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    allowed: tuple[tuple[Path, bool], ...] = field(default=())  # (folder, writable)
+
+    def path(self, value: str | Path) -> Path:
+        return resolve(value, self.root)
+
+    def writable(self, value: str | Path) -> bool:
+        p = self.path(value)
+        return any(_inside(p, r) for r, w in self.roots() if w)
+
+    def readable(self, value: str | Path, cache_ok: bool = False) -> bool:
+        p = self.path(value)
+        roots = [r for r, _ in self.roots()] + ([resolve(hf_cache(), self.root)] if cache_ok else [])
+        return any(_inside(p, r) for r in roots)
+
+    def roots(self) -> list[tuple[Path, bool]]:
+        return [(self.root, True), *self.allowed]
+
+    def describe(self) -> str:
+        """The roots as one line: the workspace, then each allowed folder with (rw) or (ro)."""
+        return ", ".join([str(self.root)] + [f"{r} ({'rw' if w else 'ro'})" for r, w in self.allowed])
+
+
+def parse_allowed(text: str, base: Path) -> tuple[tuple[Path, bool], ...]:
+    out = []
+    for item in (s.strip() for s in (text or "").split(",")):
+        if not item:
+            continue
+        path, _, mode = item.rpartition(":") if item.endswith((":rw", ":ro")) else (item, "", "ro")
+        out.append((resolve(path, base), mode == "rw"))
+    return tuple(out)
+
+
+def current() -> Workspace:
+    """The workspace of this process: ``$ZEROBOARD_WORKSPACE`` or the working folder, plus ``$ZEROBOARD_ALLOW_PATHS``."""
+    root = resolve(os.environ.get(WORKSPACE_ENV) or os.getcwd(), Path.cwd())
+    return Workspace(root, parse_allowed(os.environ.get(ALLOW_ENV, ""), root))
+
+
+def allow(paths: list[str]) -> None:
+    """Add ``PATH[:rw|:ro]`` entries for this process and the processes it starts (``--allow-path``)."""
+    if paths:
+        old = os.environ.get(ALLOW_ENV, "")
+        os.environ[ALLOW_ENV] = ",".join([p for p in (old, *paths) if p])

@@ -1,0 +1,69 @@
+"""The memory planner: per-device peak memory of a job, from the model's config.json alone, before launch.
+
+- :mod:`.shapes`: the model's layers from config.json
+- :mod:`.memory`: model states, activations and buffers of one setting
+- :mod:`.advice`: every setting's memory and the fastest that fits
+- :mod:`.report`: the plan in words (Markdown for the page, text for the terminal), English or Chinese
+- :mod:`.record`: plan.json in the run folder, and the measured peaks next to it
+
+Pure Python (no torch): the web server calls :func:`estimate` on every form change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..job import devices
+from ..job.spec import JobSpec
+from ..words import text, tr
+from . import advice
+from .memory import CONTEXT, GIB, Plan, Setup, liger_on, plan_one, setup_of
+from .report import advice_text, render_markdown
+from .shapes import ModelShape, PlanError, read_model, shape_from_config
+
+__all__ = ["CONTEXT", "GIB", "ModelShape", "Plan", "PlanError", "Setup", "estimate", "read_model", "shape_from_config"]
+
+
+def _capacity(s: Setup, gpus: list[devices.Gpu], ids: list[int], host_available: int | None) -> int | None:
+    if s.device == "cuda":
+        chosen = [g for g in gpus if g.index in ids] or gpus
+        return min((g.free_bytes for g in chosen), default=None)
+    avail = host_available if host_available is not None else devices.host_memory()["available_bytes"]
+    return avail // s.world
+
+
+def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_available: int | None = None,
+             model: ModelShape | None = None, weights_16bit_without_ds: bool = False) -> Plan:
+    """Plan a job. ``gpus``: what NVML sees (None: detect now; []: CPU processes).
+
+    Raises PlanError when the model's config cannot be read or its architecture is unknown.
+    ``weights_16bit_without_ds`` models a script that loads the model in bf16/fp16 without DeepSpeed
+    (the reference table), not ZeroBoard's trainer.
+    """
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    shape = model or read_model(spec.model_name_or_path)
+    s = setup_of(spec, gpus)
+    liger = liger_on(spec, s, shape.model_type)
+    s = replace(s, weights_16bit_without_ds=weights_16bit_without_ds, pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed,
+                liger=liger and shape.rms_norm and shape.gated, eager_attention=spec.attn_implementation == "eager",
+                fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
+    ids = spec.gpu_ids or [g.index for g in gpus]
+    plan = plan_one(shape, s)
+    plan.capacity_bytes = _capacity(s, gpus, ids, host_available)
+    plan.notes = [text(f"plan.note.{k}") for k in advice.note_keys(plan)]
+    if s.device == "cuda" and not spec.deepspeed:
+        plan.alternatives, plan.advice = advice.recommend(shape, s, plan.capacity_bytes)
+    elif plan.fits is False:
+        plan.advice = {"kind": "ram_does_not_fit"}
+    plan.recommendation = advice_text(plan.advice)
+    return plan
+
+
+def panel(spec: JobSpec | None, gpus: list[devices.Gpu], lang: str = "en") -> str:
+    """The web form's live panel: the plan as Markdown, or why there is none (never raises)."""
+    if spec is None:
+        return text("plan.fix_fields", lang)
+    try:
+        return render_markdown(estimate(spec, gpus), lang)
+    except PlanError as e:
+        return text("plan.unavailable", lang, why=tr(e.args[0], lang))

@@ -1,0 +1,68 @@
+"""Which setting to use: every stage/offload setting's memory, and the fastest that fits; the plan's notes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .memory import Plan, Setup, plan_one
+from .shapes import ModelShape
+
+SETTINGS = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]  # fastest first (H200 table)
+# Step time relative to no DeepSpeed, one H200, full fine-tuning (reference table: 0.162 / 0.222 / 0.427 /
+# 0.735 / 0.973 s); gradient checkpointing recomputes the forward pass: counted as +40%.
+STEP_COST = {("none", False): 1.0, ("2", False): 1.37, ("3", False): 2.64, ("2", True): 4.54, ("3", True): 6.0}
+CHECKPOINTING_COST = 1.4
+
+
+def _setting(stage: str, off: bool, ckpt: bool) -> dict:
+    """A setting as advice carries it: the renderer says it in the page's language."""
+    return {"stage": stage, "offload": off, "gradient_checkpointing": ckpt}
+
+
+def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[dict], dict]:
+    """Every stage/offload setting's peak, and the fastest that fits.
+
+    Order: no DeepSpeed > ZeRO-2 > ZeRO-3 > ZeRO-2 + offload > ZeRO-3 + offload (the H200 table), with
+    gradient checkpointing (when it is off) slotted in by its recompute cost.
+    """
+    rows = []
+    for ckpt in ([s.checkpointing] if s.checkpointing else [False, True]):
+        for stage, off in SETTINGS:
+            alt = replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3", checkpointing=ckpt)
+            p = plan_one(shape, alt)
+            fits = None if capacity is None else p.needed_bytes <= capacity
+            rows.append({**_setting(stage, off, ckpt), "new_checkpointing": ckpt and not s.checkpointing,
+                         "peak_bytes": p.peak_bytes, "needed_bytes": p.needed_bytes, "host_bytes": p.host_bytes,
+                         "fits": fits})
+    if capacity is None:
+        return rows, {}
+    current = next(r for r in rows if r["stage"] == s.stage and r["offload"] == s.offload_optimizer
+                   and r["gradient_checkpointing"] == s.checkpointing)
+    ranked = sorted(rows, key=lambda r: STEP_COST[(r["stage"], r["offload"])]
+                    * (CHECKPOINTING_COST if r["gradient_checkpointing"] else 1.0))
+    best = next((r for r in ranked if r["fits"]), None)
+    if best is None:
+        return rows, {"kind": "nothing_fits"}
+    pick = lambda r: {**_setting(r["stage"], r["offload"], r["gradient_checkpointing"]),  # noqa: E731
+                      "new_checkpointing": r["new_checkpointing"]}
+    if best is current:
+        return rows, {"kind": "keep", "setting": pick(current)}
+    return rows, {"kind": "use", "setting": pick(best), "current": pick(current), "current_fits": bool(current["fits"])}
+
+
+def note_keys(plan: Plan) -> list[str]:
+    """Which notes apply to this plan (their words are ``plan.note.<key>`` in the catalog)."""
+    s, keys = plan.setup, []
+    if plan.breakdown["activations"] > plan.peak_bytes / 2 and not s.checkpointing:
+        keys.append("checkpointing")
+    if s.deepspeed and s.world == 1 and not s.offload_optimizer:
+        keys.append("one_gpu")
+    if s.finetuning == "lora" and s.stage == "3" and s.half:
+        keys.append("lora_zero3")
+    if s.device == "cuda" and not s.deepspeed and s.half and not s.pure_bf16:
+        keys.append("autocast")
+    if s.fused_loss:
+        keys.append("fused_loss")
+    if s.device == "cpu":
+        keys.append("cpu")
+    return keys

@@ -1,0 +1,138 @@
+"""The plan in words: Markdown for the page, plain text for the terminal, in English or Chinese.
+
+Every figure comes from the :class:`~zeroboard.planner.memory.Plan`, every
+word from the catalog (``words.plan``), so both languages show the same
+numbers.
+"""
+
+from __future__ import annotations
+
+from ..words import text
+from .advice import note_keys
+from .memory import GIB, Plan, act_mode, formula_of, setting_label
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:.2f}"
+
+
+def count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
+def setting_words(setting: dict, lang: str) -> str:
+    """An advice or alternative row's setting, in words."""
+    return setting_label(setting["stage"], setting["offload"], setting["offload"] and setting["stage"] == "3",
+                         setting.get("new_checkpointing", False), lang)
+
+
+def advice_text(advice: dict, lang: str = "en") -> str:
+    kind = advice.get("kind")
+    if kind == "nothing_fits":
+        return text("plan.advice.nothing_fits", lang)
+    if kind == "ram_does_not_fit":
+        return text("plan.advice.ram", lang)
+    if kind == "keep":
+        return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang))
+    if kind == "use":
+        key = "plan.advice.use_fits" if advice["current_fits"] else "plan.advice.use_not"
+        return text(key, lang, best=setting_words(advice["setting"], lang), current=setting_words(advice["current"], lang))
+    return ""
+
+
+def notes_for(plan: Plan, lang: str = "en") -> list[str]:
+    return [text(f"plan.note.{k}", lang) for k in note_keys(plan)]
+
+
+def formula_text(plan: Plan, lang: str = "en") -> str:
+    """Which of the guide's formulas applies here, with this model's numbers."""
+    s, lora = plan.setup, plan.setup.finetuning == "lora"
+    dev = "cuda" if s.device == "cuda" else "cpu"
+    nouns = {k: text(f"plan.dev.{k}.{dev}", lang) for k in ("every", "units")}
+    who = text("plan.f.who_lora" if lora else "plan.f.who", lang, psi=count(plan.params), t=count(plan.trainable))
+    if not s.deepspeed or s.stage == "0":
+        body = "pure_bf16" if s.pure_bf16 else "autocast" if s.half and not s.deepspeed else "plain"
+        return text("plan.f.none", lang, formula=formula_of(s), who=who,
+                    body=text(f"plan.f.none.{body}", lang, **nouns),
+                    lora=text("plan.f.none.lora", lang, formula=formula_of(s)) if lora else "")
+    if s.stage == "1":
+        return text("plan.f.stage1", lang, n=s.world, who=who, **nouns)
+    off = ""
+    if s.offload_optimizer:
+        off = text("plan.f.off_both" if s.offload_param else "plan.f.off_opt", lang, device=text(f"plan.dev.one.{dev}", lang))
+    one = text("plan.f.one", lang) if s.world == 1 and not s.offload_optimizer else ""
+    lora_txt = text("plan.f.lora3" if s.stage == "3" else "plan.f.lora2", lang) if lora else ""
+    return text(f"plan.f.stage{s.stage}", lang, n=s.world, who=who, one=one, off=off, lora=lora_txt, **nouns)
+
+
+def _head(plan: Plan, lang: str) -> list[str]:
+    s = plan.setup
+    dev = "cuda" if s.device == "cuda" else "cpu"
+    mode = (text("plan.mode.pure_bf16", lang) if s.pure_bf16
+            else text(f"plan.mode.{act_mode(s).kind}", lang, precision=s.precision))
+    setting = setting_label(s.stage, s.offload_optimizer or s.offload_requested, s.offload_param, lang=lang)
+    devs = text(f"plan.devs.{dev}{'s' if s.world > 1 else ''}", lang)
+    line = (text("plan.model", lang, model_type=plan.model.model_type, params=count(plan.params),
+                 finetuning=text(f"plan.finetuning.{s.finetuning}", lang))
+            + (text("plan.lora", lang, rank=s.lora_rank, trainable=count(plan.trainable)) if s.finetuning == "lora" else "")
+            + text("plan.batch", lang, mode=mode, mb=s.micro_batch, seq=s.seq)
+            + (text("plan.ckpt", lang) if s.checkpointing else ""))
+    return [text("plan.head", lang, setting=setting, n=s.world, devs=devs), line, ""]
+
+
+def _table(plan: Plan, lang: str) -> list[str]:
+    s, b = plan.setup, plan.breakdown
+    dev = "cuda" if s.device == "cuda" else "cpu"
+    lines = [f"| {text(f'plan.per.{dev}', lang)} | GiB |", "|---|---:|"]
+    lines += [f"| {text(f'plan.part.{k}', lang)} | {gib(v)} |" for k, v in b.items()]
+    if s.device == "cuda":
+        lines.append(f"| {text('plan.gpu_peak', lang)} | **{gib(plan.peak_bytes)}** |")
+        lines.append(f"| {text('plan.gpu_needed', lang)} | {gib(plan.needed_bytes)} |")
+    else:
+        lines.append(f"| {text('plan.cpu_runtime', lang)} | {gib(plan.host_bytes - plan.peak_bytes)} |")
+        lines.append(f"| {text('plan.cpu_peak', lang)} | **{gib(plan.host_bytes)}** |")
+    if plan.capacity_bytes is not None:
+        verdict = text("plan.fits" if plan.fits else "plan.does_not_fit", lang)
+        lines.append(f"| {text(f'plan.where.{dev}', lang)} | {gib(plan.capacity_bytes)} → {verdict} |")
+    return lines
+
+
+def _activations(plan: Plan, lang: str) -> str:
+    s, d = plan.setup, plan.activation_detail
+    return (text("plan.act", lang, tokens=s.tokens, layers=plan.model.layers, per=f"{d['per_token_per_layer']:,}",
+                 layers_gib=gib(d["layers"]))
+            + (text("plan.act_ckpt", lang) if s.checkpointing else "")
+            + text("plan.act_loss", lang, loss_gib=gib(d["other"] + d["loss_temporaries"]))
+            + (text("plan.act_autocast", lang, gib=gib(d["autocast_weight_copies"])) if d["autocast_weight_copies"] else "")
+            + text("plan.act_end", lang))
+
+
+def render_markdown(plan: Plan, lang: str = "en") -> str:
+    """The plan panel in ``lang`` (en or zh)."""
+    s, b = plan.setup, plan.breakdown
+    lines = _head(plan, lang) + _table(plan, lang)
+    lines += ["", text("plan.phase", lang, phase=text(f"plan.phase.{plan.phase}", lang)), "", formula_text(plan, lang),
+              _activations(plan, lang)]
+    states = b["weights"] + b["optimizer states"] + b["gradients"]
+    if b["activations"] > states:
+        lines.append(text("plan.dominate", lang, act=gib(b["activations"]), states=gib(states)))
+    if s.device == "cuda" and (s.offload_optimizer or plan.host_bytes):
+        lines.append(text("plan.host", lang, gib=gib(plan.host_bytes))
+                     + text("plan.host_offload" if s.offload_optimizer else "plan.host_end", lang))
+    notes = notes_for(plan, lang) + ([text("plan.cpu_offload_note", lang)] if s.offload_requested and s.device == "cpu"
+                                     else [])
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    if plan.alternatives:
+        lines += ["", text("plan.alt_head", lang), "|---|---:|---:|---|"]
+        for r in plan.alternatives:
+            fits = "-" if r["fits"] is None else text("plan.yes" if r["fits"] else "plan.no", lang)
+            lines.append(f"| {setting_words(r, lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} |")
+    if plan.advice:
+        lines += ["", text("plan.advice", lang, text=advice_text(plan.advice, lang))]
+    return "\n".join(lines)
+
+
+def plain(plan: Plan, lang: str = "en") -> str:
+    """Plain-terminal rendering (the markdown without emphasis)."""
+    return render_markdown(plan, lang).replace("**", "")

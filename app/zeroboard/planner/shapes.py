@@ -1,0 +1,192 @@
+"""Model shapes from config.json: layers, linears, heads, vocabulary, parameters (no weights are read)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..words import say
+
+
+class PlanError(ValueError):
+    """The model cannot be planned for; the message says why and what to do."""
+
+
+# --- the model, from config.json --------------------------------------------------------
+
+GATED = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "granite", "olmo", "olmo2",
+         "cohere", "internlm2", "yi", "deepseek_v2_lite_dense", "smollm3", "phi3", "glm", "helium", "ministral"}
+PLAIN = {"gpt2", "gpt_neox", "gpt_bigcode", "phi", "opt", "gptj", "starcoder2", "falcon"}
+FAMILIES = sorted(GATED | PLAIN)
+
+
+@dataclass(frozen=True)
+class Linear:
+    name: str  # leaf module name, as LoRA targets name it
+    role: str  # "in_attn" (reads norm 1), "out_attn", "in_mlp" (reads norm 2), "out_mlp"
+    fan_in: int
+    fan_out: int
+    bias: bool
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    gated: bool
+    rms_norm: bool
+    linears: tuple[Linear, ...]  # one layer's
+    positions: int = 0  # learned position embeddings (gpt2, opt)
+    extra_layer_params: int = 0  # norms, q/k norms
+    checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
+
+    @property
+    def layer_params(self) -> int:
+        return sum(lin.fan_in * lin.fan_out + (lin.fan_out if lin.bias else 0) for lin in self.linears) \
+            + self.extra_layer_params
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden + self.positions * self.hidden
+
+    @property
+    def head_params(self) -> int:
+        return 0 if self.tied else self.vocab * self.hidden
+
+    @property
+    def final_norm_params(self) -> int:
+        return self.hidden * (1 if self.rms_norm else 2)
+
+    @property
+    def params(self) -> int:
+        return self.embedding_params + self.layers * self.layer_params + self.final_norm_params + self.head_params
+
+    @property
+    def linear_weight_params(self) -> int:
+        """Weights of every matmul (what autocast copies to 16 bit): the layers' linears and the output head."""
+        return self.layers * sum(lin.fan_in * lin.fan_out for lin in self.linears) + self.vocab * self.hidden
+
+    @property
+    def largest_param(self) -> int:
+        return max(self.vocab * self.hidden, max(lin.fan_in * lin.fan_out for lin in self.linears))
+
+
+def _get(cfg: dict, *keys, default=None):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def shape_from_config(cfg: dict) -> ModelShape:
+    """Layer shapes and parameter count from a config.json mapping. Raises PlanError if unknown."""
+    if isinstance(cfg.get("text_config"), dict) and "model_type" not in (cfg["text_config"] or {}):
+        cfg = {**cfg["text_config"], "model_type": cfg.get("model_type")}
+    elif isinstance(cfg.get("text_config"), dict):
+        cfg = cfg["text_config"]
+    mt = str(cfg.get("model_type") or "")
+    if mt not in GATED and mt not in PLAIN:
+        arch = ", ".join(cfg.get("architectures") or []) or "-"
+        raise PlanError(say("plan.unknown_arch", model_type=repr(mt or "(missing)"), arch=arch, known=", ".join(FAMILIES)))
+    h = int(_get(cfg, "hidden_size", "n_embd", "d_model", default=0))
+    layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers", default=0))
+    heads = int(_get(cfg, "num_attention_heads", "n_head", default=0))
+    vocab = int(_get(cfg, "vocab_size", default=0))
+    if not (h and layers and heads and vocab):
+        raise PlanError(say("plan.config_incomplete", model_type=mt))
+    kv = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
+    if mt == "gpt_bigcode" and cfg.get("multi_query", True):
+        kv = 1
+    if mt == "falcon" and not cfg.get("new_decoder_architecture"):
+        kv = 1 if cfg.get("multi_query", True) else heads
+    hd = int(_get(cfg, "head_dim", default=h // heads))
+    q, k = heads * hd, kv * hd
+    default_inter = 4 * h
+    inter = int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=default_inter)
+                or default_inter)
+    dtype = str(_get(cfg, "dtype", "torch_dtype", default="float32")).replace("torch.", "")
+    extra, positions, tied_default = 0, 0, False
+    if mt in GATED:
+        attn_bias = bool(cfg.get("attention_bias", mt == "qwen2"))
+        mlp_bias = bool(cfg.get("mlp_bias", False))
+        if mt == "phi3":
+            lins = [Linear("qkv_proj", "in_attn", h, q + 2 * k, attn_bias), Linear("o_proj", "out_attn", q, h, attn_bias),
+                    Linear("gate_up_proj", "in_mlp", h, 2 * inter, mlp_bias),
+                    Linear("down_proj", "out_mlp", inter, h, mlp_bias)]
+        else:
+            lins = [Linear("q_proj", "in_attn", h, q, attn_bias), Linear("k_proj", "in_attn", h, k, attn_bias),
+                    Linear("v_proj", "in_attn", h, k, attn_bias), Linear("o_proj", "out_attn", q, h, False),
+                    Linear("gate_proj", "in_mlp", h, inter, mlp_bias), Linear("up_proj", "in_mlp", h, inter, mlp_bias),
+                    Linear("down_proj", "out_mlp", inter, h, mlp_bias)]
+        extra = 2 * h + (4 * h if mt in ("gemma2", "gemma3_text") else 0) + (2 * hd if mt in ("qwen3", "gemma3_text") else 0)
+        tied_default = mt.startswith("gemma")
+        gated, rms = True, mt != "cohere"
+    else:
+        if mt in ("gpt2", "gpt_bigcode"):
+            lins = [Linear("c_attn", "in_attn", h, q + 2 * k, True), Linear("c_proj", "out_attn", q, h, True),
+                    Linear("c_fc", "in_mlp", h, inter, True), Linear("c_proj", "out_mlp", inter, h, True)]
+            positions, tied_default = int(_get(cfg, "n_positions", "max_position_embeddings", default=1024)), True
+        elif mt in ("gpt_neox", "falcon"):
+            bias = mt == "gpt_neox" or bool(cfg.get("bias"))
+            lins = [Linear("query_key_value", "in_attn", h, q + 2 * k, bias), Linear("dense", "out_attn", q, h, bias),
+                    Linear("dense_h_to_4h", "in_mlp", h, inter, bias), Linear("dense_4h_to_h", "out_mlp", inter, h, bias)]
+        elif mt == "gptj":
+            lins = [Linear("q_proj", "in_attn", h, q, False), Linear("k_proj", "in_attn", h, k, False),
+                    Linear("v_proj", "in_attn", h, k, False), Linear("out_proj", "out_attn", q, h, False),
+                    Linear("fc_in", "in_mlp", h, inter, True), Linear("fc_out", "out_mlp", inter, h, True)]
+        else:  # phi, opt, starcoder2: separate q/k/v with biases, fc1/fc2 (starcoder2: c_fc/c_proj)
+            o_name = {"phi": "dense", "opt": "out_proj", "starcoder2": "o_proj"}[mt]
+            fc1, fc2 = ("c_fc", "c_proj") if mt == "starcoder2" else ("fc1", "fc2")
+            lins = [Linear("q_proj", "in_attn", h, q, True), Linear("k_proj", "in_attn", h, k, True),
+                    Linear("v_proj", "in_attn", h, k, True), Linear(o_name, "out_attn", q, h, True),
+                    Linear(fc1, "in_mlp", h, inter, True), Linear(fc2, "out_mlp", inter, h, True)]
+            if mt == "opt":
+                positions, tied_default = int(cfg.get("max_position_embeddings", 2048)) + 2, True
+        extra = 4 * h  # two LayerNorms with bias
+        gated, rms = False, False
+    tied = bool(cfg.get("tie_word_embeddings", tied_default))
+    shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra)
+    return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
+
+
+def read_model(model_path: str | Path) -> ModelShape:
+    """The shape of a local model folder, from its config.json (weights are never read)."""
+    p = Path(model_path).expanduser()
+    cfg_path = p / "config.json"
+    if not cfg_path.is_file():
+        hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
+        raise PlanError(say("plan.no_config", path=str(p), hint=hint))
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PlanError(say("plan.config_not_json", path=str(cfg_path), why=str(e))) from None
+    shape = shape_from_config(cfg)
+    files = list(p.glob("*.safetensors")) or list(p.glob("*.bin"))
+    if files:
+        shape = replace(shape, checkpoint_bytes=sum(f.stat().st_size for f in files))
+    return shape
+
+
+# --- LoRA ---------------------------------------------------------------------------------
+
+def lora_targets(shape: ModelShape, targets: list[str]) -> list[Linear]:
+    """The layer linears LoRA adapts: 'all' is every linear but the output head (peft's all-linear)."""
+    if "all" in targets:
+        return list(shape.linears)
+    return [lin for lin in shape.linears if lin.name in targets]
+
+
+def lora_params(shape: ModelShape, rank: int, targets: list[str]) -> int:
+    """A (r x in) + B (out x r) per adapted linear, in every layer."""
+    return shape.layers * sum(rank * (lin.fan_in + lin.fan_out) for lin in lora_targets(shape, targets))

@@ -1,0 +1,261 @@
+"""Starting, finding and stopping jobs: the one launch path, for the page and the command line alike.
+
+``JobManager.start`` refuses a job whose devices or output folder a running
+job uses (naming that job), records the run in the runs index, writes the
+request files (the job, the exact command, the plan) and starts the run's
+supervisor (:mod:`.supervisor`), which alone writes ``state.json``.  Every
+fact lives in the run folders and the index, so any number of managers --
+browser sessions, ``zeroboard train`` in a terminal, a restarted server --
+agree.  The index lock is held for the busy check and the registration only,
+never while waiting for the launch.
+
+Light on purpose (stdlib + psutil): the web server and the CLI import it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .. import files, words
+from ..job import command, record, spec as specmod
+from ..planner.record import record_plan
+from ..words import Msg, say
+from . import outcome, processes
+from .registry import Registry, RegistryError
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state
+
+SUPERVISOR_MODULE = "zeroboard.runs.supervisor"
+
+
+class Busy(RuntimeError):
+    """Another job runs on (some of) the same devices, or into the same folder. The message names it."""
+
+
+class StartError(RuntimeError):
+    """The job could not be started (nothing of it runs). The message says why."""
+
+
+class JobManager:
+    """Starts, finds and stops jobs; every fact lives in the run dirs and the index, so any number of instances agree."""
+
+    def __init__(self, index: str | Path | None = None, grace_s: float = GRACE_S):
+        self.registry = Registry(index)
+        self.index = self.registry.path
+        self.grace_s = grace_s
+
+    # queries -------------------------------------------------------------------------
+    def run_dirs(self) -> list[str]:
+        return self.registry.run_dirs()
+
+    def is_registered(self, run_dir: str | Path | None) -> bool:
+        return bool(run_dir) and self.registry.entry(run_dir) is not None
+
+    def state(self, run_dir: str | Path) -> JobState | None:
+        """The run as it is: its supervisor's state.json, or -- when the supervisor is gone without a last word --
+        what the index recorded, or what its processes show. Only registered runs have a state here."""
+        entry = self.registry.entry(run_dir)
+        if entry is None:
+            return None
+        st = read_state(run_dir)
+        if st is not None and not st.active:
+            return st
+        sup_alive = processes.proc(entry.get("supervisor_pid"), entry.get("supervisor_ctime")) is not None
+        if st is None:
+            if sup_alive:  # between the launch and the supervisor's first word
+                return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
+                                device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
+                                started=entry.get("requested"), supervisor_pid=entry.get("supervisor_pid"),
+                                supervisor_ctime=entry.get("supervisor_ctime"))
+            return self._settled(entry, None)
+        if processes.proc(st.supervisor_pid, st.supervisor_ctime) is not None:
+            return st
+        return self._settled(entry, st)
+
+    def _settled(self, entry: dict, st: JobState | None) -> JobState:
+        """A run whose supervisor is gone: the outcome recorded in the index, else found now (and recorded)."""
+        if entry.get("outcome"):
+            return from_json(entry["outcome"])
+        run_dir = entry["run_dir"]
+        if st is None:  # it never wrote state.json: it could not start
+            log = outcome.tail_lines(Path(run_dir) / record.SUPERVISOR_LOG, 5)
+            st = JobState(run_dir=run_dir, status="failed", source=entry.get("source", "page"),
+                          device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
+                          started=entry.get("requested"), ended=time.time())
+            st.error = say("run.supervisor_never", log=" ".join(log) or "-")
+            st.message = st.error
+        else:
+            st = read_state(run_dir) or st  # it may have written its last word just before exiting
+            if not st.active:
+                return st
+            if entry.get("abort_requested"):  # Abort stops it from here (no supervisor to ask)
+                st.abort_requested, st.status, st.message = entry["abort_requested"], "stopping", say("run.stopping")
+            if processes.proc(st.launcher_pid, st.launcher_ctime) is not None or processes.job_processes(st):
+                return st  # the job runs on without its supervisor (or is being stopped from here)
+            evs = record.read_events(st.output / record.EVENTS_FILE)
+            st.notes.append(say("run.supervisor_gone"))
+            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+        self._record_outcome(st)
+        return st
+
+    def _record_outcome(self, st: JobState) -> None:
+        try:
+            self.registry.update(st.run_dir, outcome=st.to_json())
+        except RegistryError:  # the index's disk is full: the page still shows the outcome, found again next time
+            pass
+
+    def jobs(self) -> list[JobState]:
+        return [s for s in (self.state(r) for r in self.run_dirs()) if s is not None]
+
+    def active(self) -> list[JobState]:
+        return [s for s in self.jobs() if s.active]
+
+    def current(self) -> JobState | None:
+        """What a fresh page should show: a running job, else the latest one."""
+        jobs = self.jobs()
+        return next((s for s in jobs if s.active), jobs[0] if jobs else None)
+
+    # actions -------------------------------------------------------------------------
+    def start(self, prepared: command.Prepared, source: str = "page") -> JobState:
+        """Launch the prepared command under a supervisor. Raises Busy or StartError; nothing runs then."""
+        cmd, job = prepared.command, prepared.spec
+        if cmd is None:
+            raise StartError(say("run.has_errors"))
+        out = (Path(cmd.cwd) / job.output_dir).resolve()
+        # a job on several machines: node 0 keeps its record in the output folder, node N in node-N/ inside it
+        run = out if job.node_rank == 0 else out / f"node-{job.node_rank}"
+        try:
+            with self.registry.locked():
+                busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
+                if busy is not None:
+                    raise Busy(busy)
+                cmd, notes = settle_port(job, cmd)
+                sup = self._launch(job, cmd, run, out, notes, source)
+        except RegistryError as e:
+            raise StartError(e.args[0]) from None
+        except OSError as e:  # the run folder cannot be written: nothing was started
+            raise StartError(say("run.cannot_write", path=str(run), why=e.strerror or str(e))) from None
+        threading.Thread(target=sup.wait, daemon=True).start()  # reap it when it ends
+        return self._await_launch(run, sup)
+
+    def busy_with(self, cmd: command.Command, run: Path, out: Path | None = None, peer: str | None = None) -> Msg | None:
+        """Why this command cannot start now: a running job on its devices or in its folder (named), else None.
+
+        The other parts of the same job on several machines (same folder, same rendezvous) are its peers, not a
+        conflict: two of them may even share one machine, as in a test.
+        """
+        out = out or run
+        for entry in self.registry.entries():
+            other = self.state(entry["run_dir"])
+            if other is None or not other.active or (peer is not None and entry.get("peer") == peer):
+                continue
+            if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
+                return say("run.busy_folder", run=other.run_dir, status=other.status, source=other.source,
+                           pid=other.launcher_pid or other.supervisor_pid or "-")
+            if _overlap(other.device_kind, other.devices, cmd):
+                return busy_message(other)
+        known = {Path(e["run_dir"]).resolve() for e in self.registry.entries()}
+        known |= {Path(e.get("trainer_dir") or e["run_dir"]).resolve() for e in self.registry.entries()}
+        for p, trainer_out in processes.live_trainers():  # a job no index of this workspace knows
+            if peer is not None and trainer_out == out and processes.rendezvous_port(p) == cmd.master_port:
+                continue
+            kind, ids = processes.trainer_devices(p)
+            if trainer_out == out or (trainer_out not in known and _overlap(kind, ids, cmd)):
+                return say("run.busy_unknown", run=str(trainer_out), pid=p.pid)
+        return None
+
+    def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
+                source: str) -> subprocess.Popen:
+        run.mkdir(parents=True, exist_ok=True)
+        files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
+        files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        record_plan(job, run)  # the plan next to what the trainer measures
+        requested = time.time()
+        files.write_text_atomic(run / record.LAUNCH_FILE, json.dumps({
+            "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
+            "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
+            "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
+            "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
+        with open(run / record.SUPERVISOR_LOG, "ab") as err:
+            sup = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(run)], cwd=cmd.cwd,
+                                   stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+        ctime = processes.proc(sup.pid, None)
+        self.registry.add({"run_dir": str(run), "trainer_dir": str(out), "source": source, "requested": requested,
+                           "supervisor_pid": sup.pid, "supervisor_ctime": ctime.create_time() if ctime else None,
+                           "device_kind": cmd.device_kind, "devices": list(cmd.devices),
+                           "peer": peer_key(job, cmd, out)})
+        return sup
+
+    def _await_launch(self, run: Path, sup: subprocess.Popen) -> JobState:
+        """The run once its launcher runs (or it ended, or its supervisor died); "starting" after LAUNCH_WAIT_S."""
+        deadline = time.time() + LAUNCH_WAIT_S
+        while time.time() < deadline:
+            st = read_state(run)
+            if st is not None and (st.launcher_pid or not st.active):
+                return st
+            if sup.poll() is not None:
+                break
+            time.sleep(0.05)
+        return self.state(run) or JobState(run_dir=str(run))
+
+    def abort(self, run_dir: str | Path) -> JobState | None:
+        """Ask a registered job to stop; returns at once (the supervisor escalates and verifies)."""
+        st = self.state(run_dir)
+        if st is None or not st.active:
+            return st
+        sup = processes.proc(st.supervisor_pid, st.supervisor_ctime)
+        if sup is not None:
+            processes.send(sup, signal.SIGTERM)
+            return st
+        # No supervisor: stop the processes from here, in the background, and record the end in the index.
+        st.abort_requested, st.status, st.message = time.time(), "stopping", say("run.stopping")
+        try:
+            self.registry.update(run_dir, abort_requested=st.abort_requested)
+        except RegistryError:
+            pass
+        threading.Thread(target=self._stop_here, args=(st,), daemon=True).start()
+        return st
+
+    def _stop_here(self, st: JobState) -> None:
+        st.leftover = processes.stop_job(st, st.log_stop)
+        outcome.conclude(st, None, [])
+        self._record_outcome(st)
+
+
+def peer_key(job: specmod.JobSpec, cmd: command.Command, out: Path) -> str | None:
+    """What the parts of one job on several machines share: the folder and the rendezvous (None for one machine)."""
+    return f"{out}|{job.master_addr}:{cmd.master_port}|{job.num_nodes}" if job.num_nodes > 1 else None
+
+
+def settle_port(job: specmod.JobSpec, cmd: command.Command) -> tuple[command.Command, list[Msg]]:
+    """A previewed master port taken since is replaced and said so; a port the user fixed is never changed."""
+    if job.node_rank != 0 or command.port_is_free(cmd.master_port):  # other nodes bind nothing locally
+        return cmd, []
+    if job.master_port:  # several nodes (or the user) agreed on this port: changing it would strand them
+        raise StartError(say("check.port_taken", port=cmd.master_port))
+    new = command.free_port()
+    return command.with_port(cmd, new), [say("run.port_changed", old=cmd.master_port, new=new)]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _overlap(kind: str, ids: list[int], cmd: command.Command) -> bool:
+    if kind != cmd.device_kind:
+        return False
+    return kind == "cpu" or bool(set(ids) & set(cmd.devices)) or not ids
+
+
+def busy_message(job: JobState) -> Msg:
+    what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
+    return say("run.busy", what=what, run=job.run_dir, status=job.status, source=job.source,
+               pid=job.launcher_pid or job.supervisor_pid or "-")

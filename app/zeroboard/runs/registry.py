@@ -1,0 +1,101 @@
+"""The runs index: which run folders this workspace's jobs live in, shared by the page and the command line.
+
+One JSON file (``cache/webui/runs.json``, or ``$ZEROBOARD_RUNS_INDEX``), read
+by anyone, written only through :class:`Registry`, under an exclusive file
+lock held for the read-modify-write alone (never across a wait).  Each entry
+knows its run folder, who started it, its supervisor (pid and start time),
+the devices it reserved, and -- only when its supervisor is gone without
+recording the end itself -- the outcome a manager found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from pathlib import Path
+
+from .. import files, words
+from ..job.placement import cache_dir
+
+MAX_RUNS = 100
+INDEX_ENV = "ZEROBOARD_RUNS_INDEX"
+
+
+def index_path() -> Path:
+    return Path(os.environ.get(INDEX_ENV) or cache_dir() / "webui" / "runs.json")
+
+
+class RegistryError(RuntimeError):
+    """The index cannot be written (a full or read-only disk): the message says where and why."""
+
+
+class Registry:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else index_path()
+        self._lock = threading.RLock()  # threads of one process; the file lock covers processes
+        self._held = threading.local()
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Exclusive access for one read-modify-write (re-entrant in a thread). Raises RegistryError when the
+        lock file cannot be made."""
+        with self._lock:
+            if getattr(self._held, "depth", 0):
+                self._held.depth += 1
+                try:
+                    yield
+                finally:
+                    self._held.depth -= 1
+                return
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lk = open(self.path.with_suffix(".lock"), "a")  # noqa: SIM115 - closed below
+            except OSError as e:
+                raise RegistryError(words.say("run.index_unwritable", path=str(self.path),
+                                              why=e.strerror or str(e))) from None
+            with lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                self._held.depth = 1
+                try:
+                    yield
+                finally:
+                    self._held.depth = 0
+
+    def entries(self) -> list[dict]:
+        """Newest first. Entries of older versions (plain folder names) become ``{"run_dir": ...}``."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        runs = data.get("runs", []) if isinstance(data, dict) else []
+        return [r if isinstance(r, dict) else {"run_dir": str(r)} for r in runs if isinstance(r, (dict, str))]
+
+    def entry(self, run_dir: str | Path) -> dict | None:
+        key = str(run_dir)
+        return next((e for e in self.entries() if e.get("run_dir") == key), None)
+
+    def run_dirs(self) -> list[str]:
+        return [e["run_dir"] for e in self.entries() if e.get("run_dir")]
+
+    def _write(self, runs: list[dict]) -> None:
+        try:
+            files.write_text_atomic(self.path, json.dumps({"runs": runs[:MAX_RUNS]}, indent=2, ensure_ascii=False) + "\n")
+        except OSError as e:
+            raise RegistryError(words.say("run.index_unwritable", path=str(self.path), why=e.strerror or str(e))) from None
+
+    def add(self, entry: dict) -> None:
+        """Put a run first (replacing an older entry of the same folder). Call under :meth:`locked`."""
+        runs = [e for e in self.entries() if e.get("run_dir") != entry["run_dir"]]
+        self._write([entry, *runs])
+
+    def update(self, run_dir: str | Path, **fields) -> None:
+        """Change one run's entry (take the lock first, or let this take it)."""
+        with self.locked():
+            runs = self.entries()
+            for e in runs:
+                if e.get("run_dir") == str(run_dir):
+                    e.update({k: words.to_json(v) for k, v in fields.items()})
+            self._write(runs)

@@ -1,0 +1,104 @@
+"""A run's state on disk: ``RUN_DIR/state.json``, written by the run's supervisor and by nobody else.
+
+The web page and the command line only read it.  Messages are catalog
+sentences, stored with their key and values so each reader says them in its
+own language.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import files, words
+from ..job.record import STATE_FILE
+
+ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
+STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
+GRACE_S = 30.0  # after SIGTERM, before SIGKILL (torchrun itself waits 30 s for its ranks)
+# Start waits this long for the supervisor to report the launcher's pid, then returns the run as "starting":
+# the run goes on and the page or the CLI keeps following it (nothing is marked failed for being slow).
+LAUNCH_WAIT_S = 30.0
+
+
+@dataclass
+class JobState:
+    run_dir: str
+    status: str = "starting"  # one of STATUSES
+    message: str = ""  # a catalog Msg (plain text from older records)
+    source: str = "page"  # who started it: page or cli
+    launcher: str = "torchrun"
+    device_kind: str = "cpu"
+    devices: list[int] = field(default_factory=list)
+    master_port: int = 0
+    supervisor_pid: int | None = None
+    supervisor_ctime: float | None = None
+    launcher_pid: int | None = None
+    launcher_ctime: float | None = None
+    ranks: list[dict] = field(default_factory=list)  # {"pid", "rank", "ctime"} of every process seen
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    failed_rank: int | None = None
+    error: str = ""
+    error_lines: list[str] = field(default_factory=list)
+    abort_requested: float | None = None
+    stop_log: list[dict] = field(default_factory=list)  # {"at": "HH:MM:SS", "msg": catalog Msg}
+    leftover: list[int] = field(default_factory=list)
+    grace_s: float = GRACE_S
+    trainer_dir: str = ""  # the trainer's output_dir (events, weights): the run dir itself, except on nodes 1..N-1
+    node_rank: int = 0  # of a job on several machines: this machine's part of it
+    events_offset: int = 0  # where this run's lines start in files an earlier attempt may have left
+    log_offset: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def path(self) -> Path:
+        return Path(self.run_dir)
+
+    @property
+    def output(self) -> Path:
+        """Where the trainer writes (events.jsonl, checkpoints, the result)."""
+        return Path(self.trainer_dir or self.run_dir)
+
+    def log_stop(self, msg: str) -> None:
+        self.stop_log.append({"at": time.strftime("%H:%M:%S"), "msg": msg})
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["message"], data["error"] = words.to_json(self.message), words.to_json(self.error)
+        data["notes"] = [words.to_json(n) for n in self.notes]
+        data["stop_log"] = [{"at": e["at"], "msg": words.to_json(e["msg"])} for e in self.stop_log]
+        return data
+
+
+_KNOWN = {f.name for f in dataclasses.fields(JobState)}
+
+
+def from_json(data: dict) -> JobState:
+    st = JobState(**{k: v for k, v in data.items() if k in _KNOWN})
+    st.message, st.error = words.from_json(st.message), words.from_json(st.error)
+    st.notes = [words.from_json(n) for n in st.notes]
+    st.stop_log = [{"at": e.get("at", ""), "msg": words.from_json(e.get("msg", ""))} if isinstance(e, dict)
+                   else {"at": "", "msg": str(e)} for e in st.stop_log]
+    return st
+
+
+def read_state(run_dir: str | Path) -> JobState | None:
+    try:
+        data = json.loads((Path(run_dir) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return from_json(data) if isinstance(data, dict) else None
+
+
+def write_state(state: JobState) -> None:
+    """Only the run's supervisor calls this. Raises OSError (a full disk, say); the old file stays whole."""
+    files.write_text_atomic(state.path / STATE_FILE, json.dumps(state.to_json(), indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,230 @@
+"""The supervisor of one run: ``python -m zeroboard.runs.supervisor RUN_DIR``, in a session of its own.
+
+Process layout::
+
+    web UI server or ``zeroboard train`` (either may exit any time)
+      └─ supervisor (this module)                     own session, sole writer of RUN_DIR/state.json
+           └─ launcher: exactly command.json's argv    own session (torchrun / deepspeed)
+                └─ ranks (torchrun puts each in its own session too)
+
+The supervisor is the launcher's parent, so it sees the exit code and records
+it in ``state.json`` whether or not anyone is watching.  SIGTERM or SIGINT
+asks it to stop the job (graceful, then SIGKILL after the grace period, then a
+check that nothing is left); SIGHUP is ignored (closing a terminal must not
+stop a job the page started).  A disk error while it records the run (the
+run's disk is full) ends the run as failed with that reason; if even the end
+cannot be written into the run folder, it goes into the runs index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from .. import files
+from ..job import record
+from ..words import Msg, from_json, say
+from . import outcome, processes
+from .registry import Registry
+from .state import JobState, write_state
+
+RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
+SIGNAL_REPORT = "SignalException"
+TRACEBACK = "Traceback ("  # torchrun's own report of the stop signal: a traceback that is no crash
+
+
+class Supervisor:
+    def __init__(self, run_dir: Path, stop_asked: threading.Event):
+        self.run = run_dir
+        self.cmd = json.loads((run_dir / record.COMMAND_FILE).read_text(encoding="utf-8"))
+        launch = json.loads((run_dir / record.LAUNCH_FILE).read_text(encoding="utf-8"))
+        self.registry = Registry(launch["index"])
+        me = psutil.Process()
+        self.state = JobState(run_dir=str(run_dir), message=say("run.starting"), source=launch.get("source", "page"),
+                              launcher=launch.get("launcher", "torchrun"), device_kind=self.cmd["device_kind"],
+                              devices=list(self.cmd["devices"]), master_port=self.cmd["master_port"],
+                              supervisor_pid=me.pid, supervisor_ctime=me.create_time(), started=launch["requested"],
+                              grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
+                              log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
+                              node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])])
+        self.disk_error: Msg | None = None
+        self.stop_asked = stop_asked
+        self.log = open(run_dir / record.LOG_FILE, "ab", buffering=0)  # noqa: SIM115 - the launcher writes into it too
+
+    # --- recording --------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write state.json; a disk error is kept as the cause that ends the run (it can record nothing more)."""
+        try:
+            write_state(self.state)
+        except OSError as e:
+            if self.disk_error is None:
+                self.disk_error = say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e))
+                print(self.disk_error, file=sys.stderr, flush=True)
+
+    def note(self, msg: str) -> None:
+        """A step of the stop (or the end), in state.json's stop log and in the launcher log."""
+        self.state.log_stop(msg)
+        self.write_log(f"[zeroboard] {msg}\n")
+
+    def write_log(self, text: str) -> None:
+        try:
+            self.log.write(text.encode())
+        except OSError:  # the run's disk is full: state.json (or the index) still says what happened
+            pass
+
+    # --- the run ----------------------------------------------------------------------------------
+    def run_job(self) -> int:
+        st = self.state
+        self.save()
+        self.write_log(f"[zeroboard] $ {self.cmd['shell']}\n")
+        try:
+            proc = subprocess.Popen(self.cmd["argv"], env={**os.environ, **self.cmd["env"]}, cwd=self.cmd["cwd"],
+                                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except OSError as e:
+            st.status, st.error, st.ended = "failed", say("run.cannot_start", argv0=self.cmd["argv"][0], why=str(e)), time.time()
+            st.message = st.error
+            self.note(st.error)
+            self.finish()
+            return 1
+        st.launcher_pid, st.launcher_ctime = proc.pid, psutil.Process(proc.pid).create_time()
+        st.status, st.message = "running", say("run.running")
+        self.save()
+        code, evs, stop_at = self.watch(proc)
+        evs_done = evs
+        st.ended = time.time()
+        left = processes.job_processes(st)
+        if left:  # e.g. the launcher died and orphaned its ranks
+            self.note(say("run.orphans", how=outcome.exit_text(code), n=len(left)))
+            st.leftover = processes.stop_job(st, self.note)
+        cause = self.disk_error or (_disk_problem(self.run) if code not in (0, None) and not st.abort_requested else None)
+        outcome.conclude(st, code, evs_done, cause)
+        if st.status == "aborted" and stop_at is not None:
+            _drop_signal_report(self.run / record.LOG_FILE, stop_at)
+        self.note(say("run.ended", message=st.message, how=outcome.exit_text(code)))
+        self.finish()
+        return 0
+
+    def watch(self, proc: subprocess.Popen) -> tuple[int, list[dict], int | None]:
+        """Follow the launcher until it exits; stop the job when asked, when a rank failed, or on a disk error."""
+        st = self.state
+        tail = record.Tail(st.output / record.EVENTS_FILE)
+        tail.offset = st.events_offset
+        evs: list[dict] = []
+        error_seen: float | None = None
+        last_scan, stop_at = 0.0, None
+        while (code := proc.poll()) is None:
+            new = record.parse(tail.read_lines())
+            evs += new
+            if error_seen is None and any(e.get("event") == "error" for e in new):
+                error_seen = time.time()
+                outcome.failure_details(st, evs)
+                st.message = say("run.rank_failed_stopping", rank=st.failed_rank, why=st.error)
+                self.save()
+            if time.time() - last_scan > 1.0:
+                last_scan = time.time()
+                if _merge_ranks(st, processes.rank_processes(st)):
+                    self.save()
+            rank_stuck = error_seen is not None and time.time() - error_seen > RANK_FAIL_GRACE_S
+            if (self.stop_asked.is_set() or rank_stuck or self.disk_error) and st.status != "stopping":
+                if self.stop_asked.is_set() and not self.disk_error:
+                    st.abort_requested, st.message = time.time(), say("run.stopping")
+                elif self.disk_error:
+                    self.note(self.disk_error)
+                else:
+                    self.note(say("run.rank_stuck", rank=st.failed_rank, seconds=round(RANK_FAIL_GRACE_S)))
+                st.status = "stopping"
+                stop_at = _size(self.run / record.LOG_FILE)
+                self.save()
+                st.leftover = processes.stop_job(st, self.note, reap=proc.poll)
+                self.save()
+            time.sleep(0.2)
+        return code, evs + record.parse(tail.read_lines()), stop_at
+
+    def finish(self) -> None:
+        """The last word: into state.json, or (its disk is full) into the runs index."""
+        try:
+            write_state(self.state)
+        except OSError as e:
+            print(say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e)), file=sys.stderr)
+            try:
+                self.registry.update(self.state.run_dir, outcome=self.state.to_json())
+            except Exception as err:  # nowhere left to write: the supervisor's own log has it
+                print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        finally:
+            try:
+                self.log.close()
+            except OSError:
+                pass
+
+
+def _merge_ranks(state: JobState, seen: list[dict]) -> bool:
+    known = {r["pid"] for r in state.ranks}
+    new = [r for r in seen if r["pid"] not in known]
+    state.ranks += new
+    return bool(new)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _disk_problem(run: Path) -> Msg | None:
+    """After a failure: is the run's disk full (or read-only)? Then that is the cause, whatever the ranks could log."""
+    probe = run / ".zeroboard-disk-probe"
+    try:
+        files.write_text_atomic(probe, "x" * 4096)
+        probe.unlink()
+    except OSError as e:
+        if files.is_disk_error(e):
+            return say("run.disk_full", path=str(run), why=e.strerror or str(e))
+    return None
+
+
+def _drop_signal_report(log_path: Path, start: int) -> None:
+    """After an abort, torchrun's traceback for the stop signal (a SignalException) is replaced by one line.
+
+    It is torchrun reporting the SIGTERM we sent, not a crash, yet it reads like one at the end of the log.
+    """
+    try:
+        with log_path.open("r+b") as fh:
+            fh.seek(start)
+            lines = fh.read().decode("utf-8", errors="replace").splitlines(keepends=True)
+            end = max((i for i, ln in enumerate(lines) if SIGNAL_REPORT in ln), default=None)
+            if end is None:
+                return
+            begin = max((i for i, ln in enumerate(lines[:end]) if ln.lstrip().startswith(TRACEBACK)),
+                        default=end)
+            kept = lines[:begin] + [f"[zeroboard] {say('run.signal_report')}\n"] + lines[end + 1:]
+            fh.seek(start)
+            fh.truncate()
+            fh.write("".join(kept).encode())
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(say("run.supervisor_usage"), file=sys.stderr)
+        return 2
+    stop_asked = threading.Event()  # before anything else: a stop asked for during start-up is not lost
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop_asked.set())
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return Supervisor(Path(argv[0]), stop_asked).run_job()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""What the trainer reports while it runs: the collator that counts tokens, and the callback that writes events.
+
+Every rank runs these; rank 0 writes the run's progress into ``events.jsonl``
+(start, each logged step with loss, learning rate, tokens/s, ETA and every
+rank's peak memory, saves, the end), and marks each checkpoint complete once
+every rank has saved its part.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import socket
+import time
+from pathlib import Path
+
+from .. import files
+from ..job import devices, folders
+from ..job.record import EventWriter
+from .templates import IGNORE
+
+RANK = int(os.environ.get("RANK", "0"))
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
+log = logging.getLogger("zeroboard.train")
+
+
+_nvml_cache = {"at": 0.0, "peak": None}
+
+
+def nvml_peak(pid: int, every: float = 5.0) -> int | None:
+    """Peak of what NVML charges this process; asked at most every few seconds (an NVML query costs ms)."""
+    now = time.time()
+    if now - _nvml_cache["at"] >= every:
+        _nvml_cache["at"] = now
+        used = devices.process_gpu_bytes(pid)
+        if used is not None:
+            _nvml_cache["peak"] = max(used, _nvml_cache["peak"] or 0)
+    return _nvml_cache["peak"]
+
+
+def memory_now(torch) -> dict:
+    """This rank's peak memory: the CUDA allocator's and NVML's, and (always) the process RSS peak."""
+    mem = {"rank": RANK, "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if torch.cuda.is_available():
+        mem["torch_peak_bytes"] = torch.cuda.max_memory_allocated()
+        mem["torch_reserved_peak_bytes"] = torch.cuda.max_memory_reserved()
+        mem["nvml_peak_bytes"] = nvml_peak(os.getpid())
+    return mem
+
+
+class TokenCounter:
+    """Collator that pads a batch and counts the real (non-pad) tokens it produced.
+
+    Packed rows (with ``position_ids``) get no attention mask: transformers then
+    reads sample boundaries from the restarting positions and builds a
+    block-causal mask, so no token attends across samples (only when no KV cache
+    is made: hence ``use_cache=False``). Their padding tail is a position run of
+    its own with ignored labels.
+    """
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+        self.tokens = 0
+
+    def __call__(self, features: list[dict]):
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        packed = "position_ids" in features[0]
+        batch: dict[str, list] = {"input_ids": [], "labels": [], "position_ids" if packed else "attention_mask": []}
+        for f in features:
+            n = len(f["input_ids"])
+            batch["input_ids"].append(f["input_ids"] + [self.pad_id] * (width - n))
+            batch["labels"].append(f["labels"] + [IGNORE] * (width - n))
+            if packed:
+                batch["position_ids"].append(f["position_ids"] + list(range(width - n)))
+            else:
+                batch["attention_mask"].append([1] * n + [0] * (width - n))
+            self.tokens += n
+        out = {k: torch.tensor(v) for k, v in batch.items()}
+        if packed:
+            out["use_cache"] = False  # with a KV cache object transformers skips the packed-sequence mask
+        return out
+
+
+def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float, speedups: dict):
+    import torch
+    import torch.distributed as dist
+    from transformers import TrainerCallback
+
+    def gather(obj):
+        # one process: no collective (an NCCL object gather copies through the GPU and syncs it, on every log)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            out = [None] * dist.get_world_size()
+            dist.all_gather_object(out, obj)
+            return out
+        return [obj]
+
+    class EventCallback(TrainerCallback):
+        """Turns Trainer hooks into events. Hooks run on every rank, so gathers are safe here."""
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t0 = self.t_last = time.time()
+            self.tokens_last = 0
+            device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+            me = {"rank": RANK, "local_rank": LOCAL_RANK, "host": socket.gethostname(), "pid": os.getpid(),
+                  "device": device, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+            ranks = gather(me)
+            if RANK == 0:
+                events.emit("start", world_size=WORLD_SIZE, devices=ranks, total_steps=state.max_steps,
+                            since_launch=round(self.t0 - launched_at, 3), speedups=speedups)
+                log.info("training starts: %d steps on %d process(es)", state.max_steps, WORLD_SIZE)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            logs = logs or {}
+            now = time.time()
+            ranks = gather({"tokens": counter.tokens, "memory": memory_now(torch)})  # one collective per log
+            tokens = sum(r["tokens"] for r in ranks)
+            memory = [r["memory"] for r in ranks]
+            if RANK != 0 or "loss" not in logs:
+                return
+            dt = max(now - self.t_last, 1e-9)
+            elapsed = now - self.t0
+            step, total = state.global_step, state.max_steps
+            eta = elapsed / step * (total - step) if step else None
+            events.emit("log", step=step, total_steps=total, loss=logs.get("loss"), lr=logs.get("learning_rate"),
+                        epoch=logs.get("epoch"), grad_norm=logs.get("grad_norm"),
+                        tokens_per_sec=(tokens - self.tokens_last) / dt, tokens=tokens,
+                        elapsed=elapsed, eta=eta, memory=memory)
+            log.info("step %d/%d loss %.4f lr %.2e %.0f tok/s eta %s", step, total, logs["loss"],
+                     logs.get("learning_rate", 0.0), (tokens - self.tokens_last) / dt,
+                     f"{eta:.0f}s" if eta is not None else "?")
+            self.t_last, self.tokens_last = now, tokens
+
+        def on_train_end(self, args, state, control, **kw):
+            memory = gather(memory_now(torch))  # the whole run's peak, also when the last step logged nothing
+            if RANK == 0:
+                events.emit("memory", step=state.global_step, memory=memory)
+
+        def on_save(self, args, state, control, **kw):
+            # every rank has written its part (its ZeRO shards, its RNG state) once all reach here: only then
+            # is the checkpoint whole, and rank 0 marks it so resume and the page offer it
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                dist.barrier()
+            if RANK == 0:
+                path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                files.write_text_atomic(path / folders.CHECKPOINT_MARK,
+                                        json.dumps({"step": state.global_step, "time": time.time()}) + "\n")
+                events.emit("save", step=state.global_step, path=str(path))
+                log.info("saved checkpoint %s", path)
+
+    return EventCallback()

@@ -1,0 +1,62 @@
+"""The speed-up options (Liger kernels, attention kernel, pure bf16) resolved for this machine and model."""
+
+from __future__ import annotations
+
+from ..job import modelinfo, placement, spec as specmod
+from ..words import Msg, say
+
+
+def weights_note(job: specmod.JobSpec, ds_config: dict | None) -> Msg:
+    """How the weights are held, as this run really holds them."""
+    if job.pure_bf16:
+        return say("train.weights_pure_bf16")
+    half = job.precision in ("bf16", "fp16")
+    if ds_config is None:
+        return say("train.weights_autocast", precision=job.precision) if half else say("train.weights_plain",
+                                                                                       precision=job.precision)
+    stage = placement.zero_setting(ds_config)[0]
+    return (say("train.weights_ds_half", precision=job.precision, stage=stage) if half
+            else say("train.weights_ds_fp32", stage=stage))
+
+
+class Speedups:
+    """The speed-up options resolved for this machine and model, with a line saying what was chosen."""
+
+    def __init__(self, job: specmod.JobSpec, ds_config: dict | None):
+        import torch
+        from transformers import AutoConfig
+
+        stage3 = placement.zero_setting(ds_config)[0] == "3"
+        model_type = AutoConfig.from_pretrained(job.model_name_or_path).model_type
+        self.notes: list[Msg] = []
+        self.liger, self.liger_config = False, {}
+        if job.liger_kernel != "off":
+            why_not = None
+            if not torch.cuda.is_available():
+                why_not = say("train.liger_no_cuda")
+            elif not modelinfo.installed("liger_kernel"):
+                why_not = say("train.liger_not_installed")
+            else:
+                from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+                if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
+                    why_not = say("train.liger_no_kernels", model_type=repr(model_type))
+            if why_not and job.liger_kernel == "on":
+                raise ValueError(say("train.liger_on_but", why=why_not))
+            if why_not:
+                self.notes.append(say("train.liger_off", why=why_not))
+            else:
+                self.liger = True
+                # ZeRO-3 shards lm_head and the fused loss reads its weight directly; a LoRA on lm_head would be skipped
+                if stage3 or (job.finetuning_type == "lora" and "lm_head" in job.lora_target):
+                    self.liger_config = {"fused_linear_cross_entropy": False}
+                self.notes.append(say("train.liger_on" if self.liger_config else "train.liger_on_fused"))
+        if job.pure_bf16 and job.precision != "bf16":
+            raise ValueError(say("train.pure_bf16_precision", precision=job.precision))
+        self.attn = None if job.attn_implementation == "auto" else job.attn_implementation
+        self.notes.append(say("train.attention", attn=self.attn or say("train.attention_default")))
+        self.notes.append(weights_note(job, ds_config))
+
+    def to_dict(self) -> dict:
+        return {"liger": self.liger, "liger_config": self.liger_config, "attn_implementation": self.attn,
+                "notes": [str(n) for n in self.notes]}

@@ -1,0 +1,306 @@
+"""The trainer each rank runs: ``python -m zeroboard.training.train --model_name_or_path ... [--deepspeed cfg.json]``.
+
+Started by torchrun or the deepspeed launcher (never by hand in a shell that
+lacks RANK/WORLD_SIZE, though a single process works too).  Reads top to
+bottom: parse -> setup -> data -> model -> train -> save -> cleanup.
+
+Writes into the output dir: ``job.yaml`` (the resolved job), ``events.jsonl``
+(machine-readable progress), ``train.log`` (human log of rank 0),
+``ds_config.json`` / ``ds_config.resolved.json`` (the DeepSpeed config given
+and as the Trainer filled it), and ``zeroboard_result.json`` (what was saved).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .. import files
+from ..data import formats
+from ..job import checks, folders, placement, record, spec as specmod
+from ..job.record import EventWriter
+from ..words import say
+from . import templates
+from .callbacks import RANK, TokenCounter, make_callback
+from .packing import pack
+from .speedups import Speedups
+
+log = logging.getLogger("zeroboard.train")
+
+
+# --- small helpers ---------------------------------------------------------------
+
+def setup_logging(output_dir: Path) -> None:
+    fmt = logging.Formatter(f"%(asctime)s [rank{RANK}] %(levelname)s %(message)s", "%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if RANK == 0:
+        handlers.append(logging.FileHandler(output_dir / record.TRAIN_LOG, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+    log.handlers[:] = handlers
+    log.setLevel(logging.INFO if RANK == 0 else logging.WARNING)
+    log.propagate = False
+
+
+def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) -> None:
+    """Rank 0 builds the demo model if it is missing; the other ranks wait for it."""
+    if RANK == 0:
+        from .demo_model import ensure_demo_model
+
+        if not (model_dir / "config.json").is_file():
+            log.info("building the demo model in %s", model_dir)
+        ensure_demo_model(model_dir, data_dir)
+        return
+    deadline = time.time() + timeout
+    while not (model_dir / "config.json").is_file():
+        if time.time() > deadline:
+            raise RuntimeError(say("train.demo_model_wait", path=str(model_dir), seconds=round(timeout)))
+        time.sleep(0.5)
+
+
+def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups):
+    from transformers import TrainingArguments
+
+    cpu = job.device_type == "cpu"
+    kwargs = dict(
+        output_dir=job.output_dir,
+        learning_rate=job.learning_rate,
+        num_train_epochs=job.num_train_epochs,
+        max_steps=job.max_steps if job.max_steps > 0 else -1,
+        lr_scheduler_type=job.lr_scheduler_type,
+        warmup_steps=job.warmup_steps,
+        per_device_train_batch_size=job.per_device_train_batch_size,
+        gradient_accumulation_steps=job.gradient_accumulation_steps,
+        max_grad_norm=job.max_grad_norm,
+        weight_decay=job.weight_decay,
+        bf16=job.precision == "bf16",
+        fp16=job.precision == "fp16",
+        gradient_checkpointing=job.gradient_checkpointing,
+        logging_steps=job.logging_steps,
+        save_strategy="steps" if job.save_steps > 0 else "no",
+        save_steps=job.save_steps or 500,
+        seed=job.seed,
+        deepspeed=ds_config,
+        use_cpu=cpu,
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+    if cpu:
+        kwargs["ddp_backend"] = "gloo"
+    if speed.liger:
+        kwargs.update(use_liger_kernel=True, liger_kernel_config=speed.liger_config)
+    kwargs.update(job.extra_args)
+    return TrainingArguments(**kwargs)
+
+
+def build_dataset(job: specmod.JobSpec, tokenizer) -> list[dict]:
+    convs = formats.load(job.dataset, job.dataset_dir, job.max_samples)
+    chat = templates.use_chat_template(tokenizer, job.template)
+    rows = [templates.encode(c, tokenizer, chat, job.cutoff_len) for c in convs]
+    rows = [r for r in rows if any(label != templates.IGNORE for label in r["labels"])]
+    if not rows:
+        raise ValueError(say("train.cutoff_every_answer", cutoff=job.cutoff_len))
+    return pack(rows, job.cutoff_len) if job.packing else rows
+
+
+def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups):
+    from transformers import AutoModelForCausalLM
+
+    extra = {"attn_implementation": speed.attn} if speed.attn else {}
+    model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
+    if job.finetuning_type == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        target = "all-linear" if job.lora_target == ["all"] else job.lora_target
+        cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
+                         lora_dropout=job.lora_dropout, target_modules=target)
+        if job.gradient_checkpointing:
+            model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
+        # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
+        model = get_peft_model(model, cfg, autocast_adapter_dtype=not job.pure_bf16)
+    return model
+
+
+def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer, train_output) -> dict:
+    out = Path(job.output_dir)
+    # on every rank: ZeRO-3 gathers the 16-bit weights collectively (or, when the config does not gather them,
+    # transformers saves a ZeRO checkpoint instead: every rank writes its shard)
+    trainer.save_model(job.output_dir)
+    if RANK != 0:
+        return {}
+    tokenizer.save_pretrained(job.output_dir)
+    names = sorted(p.name for p in out.iterdir() if p.is_file())
+    weights = [f for f in names if f.startswith(("model", "adapter_model", "pytorch_model"))
+               and f.endswith((".safetensors", ".bin"))]
+    stage, off_opt, off_par = placement.zero_setting(ds_config)
+    zero = sorted(p.name for p in out.glob("global_step*") if p.is_dir())
+    if job.finetuning_type == "lora":
+        kind, loads_with = "lora_adapter", "peft.PeftModel.from_pretrained(base, path)"
+    elif weights:
+        kind, loads_with = "full_model", "transformers.AutoModelForCausalLM.from_pretrained(path)"
+    elif zero:  # ZeRO-3 without stage3_gather_16bit_weights_on_model_save: nothing is lost, consolidate later
+        kind, loads_with = "zero_checkpoint", f"zeroboard consolidate {out} {out}-consolidated"
+    else:
+        raise RuntimeError(say("train.no_weights", path=str(out)))
+    if kind == "lora_adapter" and not any(w.startswith("adapter_model") for w in weights):
+        raise RuntimeError(say("train.no_weights", path=str(out)))
+    result = {
+        "kind": kind,
+        "path": str(out),
+        "base_model": job.model_name_or_path,
+        "weights": weights,
+        "zero_checkpoint": zero,
+        "global_step": trainer.state.global_step,
+        "train_loss": train_output.training_loss,
+        "metrics": train_output.metrics,
+        "deepspeed_stage": stage,  # the effective stage: from the DeepSpeed JSON the run used
+        "offload": {"optimizer": off_opt, "parameters": off_par},
+        "precision": job.precision,
+        "loads_with": loads_with,
+    }
+    files.write_text_atomic(out / record.RESULT_FILE, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+# --- main --------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    launched_at = time.time()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a for a in argv if not a.startswith("--local_rank")]  # older launchers add it
+    job = specmod.from_flags(argv)
+    out = Path(job.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    setup_logging(out)
+    events = EventWriter(out, RANK)
+    try:
+        result = run(job, events, launched_at)
+    except BaseException as e:  # report every failure with its rank, then let the launcher stop the rest
+        if isinstance(e, KeyboardInterrupt):
+            events.emit("error", rank=RANK, message=str(say("train.interrupted")), traceback="")
+        elif not isinstance(e, SystemExit):
+            tb = traceback.format_exc()
+            events.emit("error", rank=RANK, message=f"{type(e).__name__}: {e}", traceback=tb[-4000:])
+            log.error("rank %d failed: %s: %s", RANK, type(e).__name__, e)
+            print(tb, file=sys.stderr, flush=True)
+        return 1
+    finally:
+        shutdown()
+    if RANK == 0:
+        events.emit("end", status="finished", result=result)
+        log.info("finished: saved %s in %s", result.get("kind"), out)
+    return 0
+
+
+def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
+    # --- setup ---------------------------------------------------------------------
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, Trainer, set_seed
+
+    transformers.logging.set_verbosity_warning()
+    ds_config = None
+    if job.deepspeed:
+        ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
+    if RANK == 0:
+        (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
+        if ds_config is not None:
+            shutil.copyfile(job.deepspeed, Path(job.output_dir) / record.DS_CONFIG_FILE)
+        log.info("job: %s", json.dumps(specmod.changed(job)))
+
+    if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
+        wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
+    speed = Speedups(job, ds_config)
+    # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
+    # on zero.Init, so each rank only ever holds its shard of the weights.
+    args = training_arguments(job, ds_config, speed)
+    if ds_config is not None:
+        import deepspeed
+
+        # on CPU zero.Init would otherwise see a world of one process
+        deepspeed.init_distributed(dist_backend="gloo" if job.device_type == "cpu" else "nccl")
+    # before anything random is made: the LoRA weights are drawn when the adapters are built, not in train()
+    set_seed(job.seed)
+
+    # --- data ------------------------------------------------------------------------
+    tokenizer = AutoTokenizer.from_pretrained(job.model_name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    rows = build_dataset(job, tokenizer)
+    tokens = sum(len(r["input_ids"]) for r in rows)
+    if job.packing:
+        log.info("dataset: %d tokens packed into %d rows of up to %d (%.0f%% filled)", tokens, len(rows), job.cutoff_len,
+                 100 * tokens / (len(rows) * job.cutoff_len))
+    else:
+        log.info("dataset: %d samples, %d tokens", len(rows), tokens)
+
+    # --- model -----------------------------------------------------------------------
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
+    # Mixed precision without DeepSpeed keeps fp32 master weights (autocast) unless pure_bf16; DeepSpeed casts itself.
+    model = load_model(job, dtype if ds_config is not None or job.pure_bf16 else torch.float32, speed)
+    if RANK == 0:
+        log.info("speed-ups: %s", "; ".join(speed.notes))
+    if RANK == 0 and job.finetuning_type == "lora":
+        trainable, total = model.get_nb_trainable_parameters()
+        log.info("LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total)
+
+    # --- train -----------------------------------------------------------------------
+    counter = TokenCounter(tokenizer.pad_token_id)
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=counter,
+                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at, speed.to_dict())])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log
+    last_ckpt = None
+    if job.resume:  # the last complete checkpoint; a half-written one (an abort during a save) is skipped
+        done, partial = folders.checkpoints(Path(job.output_dir))
+        last_ckpt = str(done[-1]) if done else None
+        skipped = [p.name for p in partial if not done or int(p.name.split("-")[1]) > int(done[-1].name.split("-")[1])]
+        if RANK == 0 and skipped:
+            log.warning("skipping incomplete checkpoint(s): %s", ", ".join(skipped))
+    train_output = trainer.train(resume_from_checkpoint=last_ckpt)
+    if RANK == 0 and trainer.is_deepspeed_enabled:
+        resolved = trainer.accelerator.deepspeed_plugin.hf_ds_config.config
+        (Path(job.output_dir) / record.DS_RESOLVED_FILE).write_text(json.dumps(resolved, indent=2, default=str))
+
+    # --- save ------------------------------------------------------------------------
+    return save_result(trainer, job, ds_config, tokenizer, train_output)
+
+
+def shutdown() -> None:
+    """Leave the process group cleanly: a rank torn down mid-collective aborts at exit."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # a broken group on the failure path: nothing left to tidy
+            pass
+
+
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown.
+
+    Everything is saved and flushed by now. Seen on CPU with ZeRO-3: a rank that
+    trained and saved correctly was then aborted while C++ destructors ran at exit
+    ("terminate called without an active exception", SIGABRT), so the launcher
+    reported a failure for a good run. Skipping the teardown avoids that.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    exit_now(main())

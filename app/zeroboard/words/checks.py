@@ -1,0 +1,231 @@
+"""Validation's words: why a value or a job cannot be used, and the fix (spec conversion, checks, folders)."""
+
+WORDS: dict[str, tuple[str, str]] = {
+    # converting values (spec.coerce, job files, --set)
+    "spec.choice": ("must be one of {options} (got {got})", "必须是 {options} 之一(当前为 {got})"),
+    "spec.bool": ("must be true or false (got {got})", "必须是 true 或 false(当前为 {got})"),
+    "spec.whole": ("must be a whole number (got {got})", "必须是整数(当前为 {got})"),
+    "spec.number": ("must be a number such as 5e-5 (got {got})", "必须是数字,例如 5e-5(当前为 {got})"),
+    "spec.finite": ("must be a finite number, not {got}", "必须是有限的数字,不能是 {got}"),
+    "spec.text": ("must be text (got {got})", "必须是文本(当前为 {got})"),
+    "spec.list": ("must be a list or comma-separated text (got {got})", "必须是列表或用逗号分隔的文本(当前为 {got})"),
+    "spec.int_list": ("must be whole numbers separated by commas (got {got})", "必须是用逗号分隔的整数(当前为 {got})"),
+    "spec.json_object": (
+        'must be a JSON object such as {{"optim": "adamw_torch"}} ({why})',
+        '必须是 JSON 对象,例如 {{"optim": "adamw_torch"}}({why})',
+    ),
+    "spec.mapping": ("must be a mapping of argument names to values (got {got})", "必须是参数名到取值的映射(当前为 {got})"),
+    "spec.unknown": ("unknown option", "未知的选项"),
+    "spec.unknown_near": ("unknown option; did you mean {near}?", "未知的选项;是不是 {near}?"),
+    "spec.cannot_read": ("cannot read {path}: {why}", "无法读取 {path}:{why}"),
+    "spec.not_yaml": ("{path} is not valid YAML: {why}", "{path} 不是有效的 YAML:{why}"),
+    "spec.not_mapping": ("{path} must hold a mapping of option: value", "{path} 必须是「选项: 取值」的映射"),
+    "spec.override_form": ("overrides look like name=value", "覆盖参数的格式是 name=value"),
+    "spec.flag_unexpected": ("unexpected argument (flags look like --name value)", "意外的参数(参数的格式是 --name value)"),
+    "spec.flag_no_value": ("flag without a value", "参数缺少取值"),
+    # the report
+    "check.error_word": ("error", "错误"),
+    "check.note_word": ("note", "注意"),
+    "check.empty_number": ("is empty; enter a number", "为空;请填写一个数字"),
+    # model
+    "check.model_empty": ("is empty; give a model folder (with config.json) or a hub id", "为空;请填写模型目录(含 config.json)或 hub id"),
+    "check.model_no_config": (
+        "{path} has no config.json; point to the folder that holds the model's config.json",
+        "{path} 中没有 config.json;请指向含有模型 config.json 的目录",
+    ),
+    "check.demo_model_built": ("the demo model will be built on first use (a few seconds)", "演示模型会在第一次使用时构建(几秒钟)"),
+    "check.model_is_file": (
+        "{path} is a file; point to the model folder that holds config.json",
+        "{path} 是一个文件;请指向含有 config.json 的模型目录",
+    ),
+    "check.model_hub": (
+        "{path} is not a local folder; the trainer will fetch it as a hub id",
+        "{path} 不是本地目录;训练时会按 hub id 下载",
+    ),
+    "check.model_missing": (
+        "folder {path} not found; check the path or use a hub id like org/name",
+        "找不到目录 {path};请检查路径,或使用 org/name 形式的 hub id",
+    ),
+    "check.read_outside": (
+        "{path} is outside the folders this page may read ({roots}); choose a path inside them, or start the server with --allow-path",
+        "{path} 不在本页面可以读取的目录内({roots});请选择其中的路径,或用 --allow-path 启动服务",
+    ),
+    # data
+    "check.no_dataset": ("no dataset chosen; pick at least one", "没有选择数据集;请至少选择一个"),
+    # numbers
+    "check.lr_range": ("{got} is out of range; use a small positive number such as 5e-5", "{got} 超出范围;请使用较小的正数,例如 5e-5"),
+    "check.max_steps": ("must be 0 (use epochs) or a positive number of steps", "必须是 0(按轮数)或正的步数"),
+    "check.epochs_positive": ("must be above 0 when max_steps is 0", "max_steps 为 0 时必须大于 0"),
+    "check.at_least_one": ("must be at least 1 (got {got})", "至少为 1(当前为 {got})"),
+    "check.not_negative": ("must not be negative (got {got})", "不能为负数(当前为 {got})"),
+    "check.cutoff_range": ("must be between 8 and 1048576 tokens (got {got})", "必须在 8 到 1048576 个 token 之间(当前为 {got})"),
+    "check.dropout_range": ("must be in [0, 1) (got {got})", "必须在 [0, 1) 之间(当前为 {got})"),
+    # LoRA
+    "check.lora_target_empty": ("is empty; use all, or module names such as q_proj,v_proj", "为空;请填写 all,或模块名,例如 q_proj,v_proj"),
+    "check.lora_target_both": ("use either all or a list of module names, not both", "请填写 all 或模块名列表,不要同时填写"),
+    "check.lora_target_unknown": (
+        "cannot list this model's layers (no safetensors); targets are checked at start",
+        "无法列出这个模型的层(没有 safetensors);作用模块会在开始时检查",
+    ),
+    "check.lora_target_missing": (
+        "{names} not found in the model; its linear layers are: {known} (or use all)",
+        "模型中没有 {names};它的线性层有:{known}(或填写 all)",
+    ),
+    # output folder
+    "check.output_empty": ("is empty; give a folder for this run", "为空;请为本次运行填写一个目录"),
+    "check.output_outside": (
+        "{path} is outside the folders runs may write into ({roots}); choose a folder inside them, or allow one with --allow-path PATH:rw",
+        "{path} 不在允许写入的目录内({roots});请选择其中的目录,或用 --allow-path PATH:rw 允许一个目录",
+    ),
+    "check.output_is_model": (
+        "{path} is the model's folder or inside it: a run there would overwrite the model; choose a new folder under runs/",
+        "{path} 是模型所在的目录或其子目录:在那里训练会覆盖模型;请在 runs/ 下选择一个新目录",
+    ),
+    "check.output_is_data": (
+        "{path} is the data folder or inside it; choose a new folder under runs/",
+        "{path} 是数据目录或其子目录;请在 runs/ 下选择一个新目录",
+    ),
+    "check.output_is_file": ("{path} is a file; choose a folder name", "{path} 是一个文件;请填写目录名"),
+    "check.output_uncreatable": (
+        "{path} cannot be created here (no such place, or not writable); choose a folder under runs/",
+        "无法在这里创建 {path}(位置不存在或不可写);请在 runs/ 下选择一个目录",
+    ),
+    "check.output_unwritable": ("{path} is not writable; choose another folder", "{path} 不可写;请选择其他目录"),
+    "check.output_foreign": (
+        "{path} already holds files ZeroBoard did not write ({files}); a run writes only into a new "
+        "folder or one of its own runs, so nothing of yours is replaced: use a new folder such as {free}",
+        "{path} 中已有不是 ZeroBoard 写的文件({files});运行只写入新目录或它自己的运行目录,不会替换你的任何文件:请换一个新目录,例如 {free}",
+    ),
+    "check.output_has_run": (
+        "{path} already holds an earlier run ({marks}); tick resume to continue it, or use a new folder such as {free}",
+        "{path} 中已有之前的运行({marks});勾选断点续训以继续它,或换一个新目录,例如 {free}",
+    ),
+    "check.resume_nothing": (
+        "{path} does not exist yet: there is nothing to resume; untick resume or pick the run's folder",
+        "{path} 还不存在:没有可以续训的内容;请取消断点续训,或选择那次运行的目录",
+    ),
+    "check.resume_none": (
+        "{path} holds no complete checkpoint-* to resume from{why}; untick resume or pick the run's folder",
+        "{path} 中没有可以续训的完整 checkpoint-*{why};请取消断点续训,或选择那次运行的目录",
+    ),
+    "check.resume_partial": (" (incomplete, skipped: {names})", "(不完整,已跳过:{names})"),
+    # devices
+    "check.no_gpu": ("no NVIDIA GPU found (NVML sees none); choose cpu or auto", "没有找到 NVIDIA GPU(NVML 看不到);请选择 cpu 或 auto"),
+    "check.gpu_missing": ("GPU {wrong} does not exist; this machine has GPU {have}", "GPU {wrong} 不存在;这台机器的 GPU 是 {have}"),
+    "check.gpu_twice": ("lists a GPU twice; give each index once", "同一张 GPU 出现了两次;每个编号只写一次"),
+    "check.gpu_no_bf16": (
+        "GPU {gpus} cannot do bf16 (needs compute capability 8.0+); use fp16 or auto",
+        "GPU {gpus} 不支持 bf16(需要算力 8.0 以上);请使用 fp16 或 auto",
+    ),
+    "check.processes_positive": ("must be at least 1", "至少为 1"),
+    "check.processes_cores": (
+        "{n} processes but this machine has {cores} CPU cores; use at most {cores}",
+        "{n} 个进程,但这台机器只有 {cores} 个 CPU 核;最多使用 {cores} 个",
+    ),
+    "check.fp16_cpu": (
+        "fp16 training needs a GPU; use fp32 or bf16 on CPU (or auto)",
+        "fp16 训练需要 GPU;CPU 上请使用 fp32 或 bf16(或 auto)",
+    ),
+    "check.gpu_ids_ignored": ("ignored: no GPU is used (CPU processes)", "已忽略:不使用 GPU(CPU 进程)"),
+    # nodes and ports
+    "check.nodes_positive": ("must be at least 1", "至少为 1"),
+    "check.node_rank_range": ("must be between 0 and {top} (num_nodes - 1)", "必须在 0 到 {top}(num_nodes - 1)之间"),
+    "check.nodes_torchrun": (
+        "several nodes are started with torchrun here; choose torchrun (or use deepspeed's hostfile yourself)",
+        "这里多节点用 torchrun 启动;请选择 torchrun(或自己使用 deepspeed 的 hostfile)",
+    ),
+    "check.nodes_port": (
+        "with several nodes every node must use the same port; give one, e.g. 29500",
+        "多节点时每个节点必须使用同一个端口;请填写一个,例如 29500",
+    ),
+    "check.port_range": (
+        "must be a TCP port between 1 and 65535 (or 0 to pick one)",
+        "必须是 1 到 65535 之间的 TCP 端口(或 0 表示自动选择)",
+    ),
+    "check.port_taken": (
+        "master_port {port} is in use on this machine; free it or choose another (or 0 to pick a free one)",
+        "master_port {port} 在这台机器上已被占用;请释放它或换一个(或填 0 自动选择空闲端口)",
+    ),
+    # DeepSpeed
+    "check.offload_needs_stage": (
+        "needs DeepSpeed stage 2 or 3; choose a stage or untick offload",
+        "需要 DeepSpeed stage 2 或 3;请选择 stage,或取消使用 offload",
+    ),
+    "check.ds_unreadable": (
+        "{path} cannot be read; check the path or leave it empty to use a preset",
+        "无法读取 {path};请检查路径,或留空以使用预设",
+    ),
+    "check.ds_not_json": (
+        "{path} is not valid JSON ({why}); fix it or leave the field empty",
+        "{path} 不是有效的 JSON({why});请修正它,或留空",
+    ),
+    "check.ds_not_object": ("{path} must hold a JSON object", "{path} 必须是 JSON 对象"),
+    "check.stage_mismatch": (
+        "is {stage} but {file} sets stage {own}; set the stage to none to use your file as it is, or clear the file",
+        "为 {stage},但 {file} 设置的是 stage {own};要按文件原样使用请把 stage 设为 none,或清空文件",
+    ),
+    "check.presets_wrote": ("wrote {written}", "已写入 {written}"),
+    "check.presets_kept": ("kept your edited {kept} (delete a file to regenerate it)", "保留了你修改过的 {kept}(删除文件即可重新生成)"),
+    "check.presets_wrote_kept": (
+        "wrote {written}; kept your edited {kept} (delete a file to regenerate it)",
+        "已写入 {written};保留了你修改过的 {kept}(删除文件即可重新生成)",
+    ),
+    "check.presets_unwritable": ("cannot write the DeepSpeed presets into {path}: {why}", "无法把 DeepSpeed 预设写入 {path}:{why}"),
+    "check.arch_list": (
+        "TORCH_CUDA_ARCH_LIST={given} breaks DeepSpeed op builds; the job gets {used}",
+        "TORCH_CUDA_ARCH_LIST={given} 会让 DeepSpeed 算子编译失败;任务改用 {used}",
+    ),
+    # speed-ups
+    "check.liger_cpu": (
+        "Liger's Triton kernels need an NVIDIA GPU; choose auto or off for CPU runs",
+        "Liger 的 Triton 算子需要 NVIDIA GPU;CPU 运行请选择 auto 或 off",
+    ),
+    "check.liger_missing": (
+        "liger-kernel is not installed; pip install liger-kernel (or zeroboard[gpu]), or choose auto",
+        "没有安装 liger-kernel;请 pip install liger-kernel(或 zeroboard[gpu]),或选择 auto",
+    ),
+    "check.liger_model": (
+        "Liger has no kernels for model type {model_type}; choose auto or off",
+        "Liger 没有 {model_type} 类型模型的算子;请选择 auto 或 off",
+    ),
+    "check.fa_cpu": ("flash_attention_2 needs an NVIDIA GPU; choose auto or sdpa", "flash_attention_2 需要 NVIDIA GPU;请选择 auto 或 sdpa"),
+    "check.fa_missing": (
+        "the flash-attn package is not installed; pip install flash-attn, or choose auto",
+        "没有安装 flash-attn;请 pip install flash-attn,或选择 auto",
+    ),
+    "check.fa_old_gpu": (
+        "flash_attention_2 needs compute capability 8.0+, GPU {gpus} has less; choose auto",
+        "flash_attention_2 需要算力 8.0 以上,GPU {gpus} 不够;请选择 auto",
+    ),
+    "check.fa_fp32": (
+        "flash_attention_2 runs in bf16 or fp16 only; set Compute type to auto or bf16",
+        "flash_attention_2 只支持 bf16 或 fp16;请把计算类型设为 auto 或 bf16",
+    ),
+    "check.fa_packing": (
+        "flash_attention_2 finds packed samples' boundaries only in a batch of one row; set Batch size to 1 "
+        "(and raise cutoff_len) or choose auto",
+        "flash_attention_2 只在每批一行时才能找到打包样本的边界;请把批处理大小设为 1(并调大截断长度),或选择 auto",
+    ),
+    "check.packing_recurrent": (
+        "{model_type} has recurrent layers whose state would run from one packed sample into the next; untick packing",
+        "{model_type} 有循环层,状态会从一个打包样本带到下一个;请取消序列打包",
+    ),
+    "check.pure_bf16_ds": (
+        "DeepSpeed keeps its own fp32 master weights; untick pure_bf16 or set DeepSpeed stage to none and clear the DeepSpeed file",
+        "DeepSpeed 会保留自己的 fp32 主权重;请取消纯 bf16,或把 DeepSpeed stage 设为 none 并清空 DeepSpeed 文件",
+    ),
+    "check.pure_bf16_compute": (
+        "needs bf16 compute; set Compute type to bf16 (auto means fp32 on CPU)",
+        "需要 bf16 计算;请把计算类型设为 bf16(CPU 上 auto 表示 fp32)",
+    ),
+    "check.pure_bf16_gpu": (
+        "GPU {gpus} cannot do bf16 (auto means fp16 there); untick pure_bf16",
+        "GPU {gpus} 不支持 bf16(那里 auto 表示 fp16);请取消纯 bf16",
+    ),
+    # extra arguments
+    "check.extra_owned": ("{key} is set by the job field {field}; set it there", "{key} 由任务字段 {field} 设置;请在那里设置"),
+    "check.extra_unknown": (
+        "{key} is not a transformers TrainingArguments option; check its spelling",
+        "{key} 不是 transformers TrainingArguments 的选项;请检查拼写",
+    ),
+}

@@ -1,0 +1,218 @@
+"""The memory plan's words (planner.report fills them with a plan's figures, so both languages show the same ones)."""
+
+WORDS: dict[str, tuple[str, str]] = {
+    # errors of the planner
+    "plan.unknown_arch": (
+        "unknown architecture: model_type {model_type} (architectures: {arch}); the planner knows {known}",
+        "未知的模型结构:model_type {model_type}(architectures:{arch});显存估算支持 {known}",
+    ),
+    "plan.config_incomplete": (
+        "config.json of this {model_type} model lacks hidden size, layers, heads or vocab size",
+        "这个 {model_type} 模型的 config.json 缺少 hidden size、层数、注意力头数或词表大小",
+    ),
+    "plan.no_config": (
+        "{path} has no config.json; the planner reads the model's config.json: {hint}",
+        "{path} 中没有 config.json;显存估算需要读取模型的 config.json:{hint}",
+    ),
+    "plan.hint_demo": ("build it with `zeroboard demo-model`", "先用 `zeroboard demo-model` 构建它"),
+    "plan.hint_folder": ("point to a local model folder that holds config.json", "请指向含有 config.json 的本地模型目录"),
+    "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
+    "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
+    "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
+    # settings
+    "plan.no_deepspeed": ("no DeepSpeed", "不用 DeepSpeed"),
+    "plan.offload_opt": (" + offload (optimizer)", " + offload(优化器)"),
+    "plan.offload_both": (" + offload (optimizer + params)", " + offload(优化器 + 参数)"),
+    "plan.with_ckpt": (" + gradient checkpointing", " + 梯度检查点"),
+    # the panel
+    "plan.head": ("### Memory plan: {setting} on {n} {devs}", "### 显存估算:{setting},{n} {devs}"),
+    "plan.devs.cuda": ("GPU", "张 GPU"),
+    "plan.devs.cudas": ("GPUs", "张 GPU"),
+    "plan.devs.cpu": ("CPU process", "个 CPU 进程"),
+    "plan.devs.cpus": ("CPU processes", "个 CPU 进程"),
+    "plan.per.cuda": ("per GPU", "每张 GPU"),
+    "plan.per.cpu": ("per CPU process", "每个 CPU 进程"),
+    "plan.model": ("{model_type}, {params} parameters, {finetuning} fine-tuning", "{model_type},{params} 参数,{finetuning}微调"),
+    "plan.finetuning.lora": ("LoRA", "LoRA "),
+    "plan.finetuning.full": ("full", "全参数"),
+    "plan.lora": (" (LoRA r{rank}: {trainable} trainable)", "(r{rank}:可训练 {trainable})"),
+    "plan.batch": ("; {mode}; micro-batch {mb} x {seq} tokens", ";{mode};micro-batch {mb} × {seq} token"),
+    "plan.ckpt": ("; gradient checkpointing", ";梯度检查点"),
+    "plan.mode.fp32": ("fp32", "fp32"),
+    "plan.mode.pure16": (
+        "{precision} (model cast to {precision}, fp32 master weights in the optimizer)",
+        "{precision}(模型转为 {precision},优化器中保留 fp32 主权重)",
+    ),
+    "plan.mode.autocast": ("fp32 weights + {precision} autocast", "fp32 权重 + {precision} autocast"),
+    "plan.mode.pure_bf16": (
+        "pure bf16 (weights, gradients and AdamW states in bf16; no fp32 master copy)",
+        "纯 bf16(权重、梯度和 AdamW 状态都是 bf16,没有 fp32 主权重)",
+    ),
+    "plan.part.weights": ("weights", "权重"),
+    "plan.part.gradients": ("gradients", "梯度"),
+    "plan.part.optimizer states": ("optimizer states", "优化器状态"),
+    "plan.part.activations": ("activations", "激活"),
+    "plan.part.buffers": ("buffers", "缓冲区"),
+    "plan.gpu_peak": ("**peak (torch allocator)**", "**峰值(torch 分配器)**"),
+    "plan.gpu_needed": ("needed free (peak + CUDA context and allocator slack)", "需要的空闲显存(峰值 + CUDA 上下文与分配器余量)"),
+    "plan.cpu_runtime": ("runtime (Python, torch) + mapped checkpoint", "运行时(Python、torch)+ 映射的检查点"),
+    "plan.cpu_peak": ("**peak RSS**", "**峰值 RSS**"),
+    "plan.where.cuda": ("free on the tightest selected GPU", "所选 GPU 中最紧的一张的空闲显存"),
+    "plan.where.cpu": ("RAM available per process", "每个进程可用的内存"),
+    "plan.fits": ("fits", "放得下"),
+    "plan.does_not_fit": ("**does not fit**", "**放不下**"),
+    "plan.phase": ("Peak at the {phase}.", "峰值出现在{phase}。"),
+    "plan.phase.forward": (
+        "end of the forward pass (all activations kept for backward, loss being computed)",
+        "前向结束时(为反向保存了全部激活,正在计算 loss)",
+    ),
+    "plan.phase.step": ("optimizer step (all gradients alive, activations freed)", "优化器更新时(所有梯度都在,激活已释放)"),
+    "plan.act": (
+        "\nActivations: {tokens} tokens x {layers} layers x {per} bytes = {layers_gib} GiB in the layers",
+        "\n激活:{tokens} 个 token × {layers} 层 × 每 token 每层 {per} 字节 = 各层共 {layers_gib} GiB",
+    ),
+    "plan.act_ckpt": (" (checkpointed: each layer's input plus one layer)", "(梯度检查点:每层只保存输入,外加一层)"),
+    "plan.act_loss": (
+        ", {loss_gib} GiB around the loss (fp32 logits, T x V x 4 bytes)",
+        ";loss 附近 {loss_gib} GiB(fp32 logits,T × V × 4 字节)",
+    ),
+    "plan.act_autocast": (", {gib} GiB of 16-bit weight copies kept by autocast", ";autocast 保留的 16 位权重副本 {gib} GiB"),
+    "plan.act_end": (".", "。"),
+    "plan.dominate": (
+        "Activations dominate ({act} GiB against {states} GiB of model states): the ZeRO stage only moves the "
+        "model states; micro-batch, cutoff_len and gradient checkpointing move this.",
+        "激活占主导({act} GiB,模型状态 {states} GiB):ZeRO stage 只影响模型状态;要减少激活,请调小 micro-batch "
+        "或 cutoff_len,或开启梯度检查点。",
+    ),
+    "plan.host": ("\nHost RAM per process: about {gib} GiB", "\n每个进程的主机内存:约 {gib} GiB"),
+    "plan.host_offload": (" (offloaded states included).", "(含 offload 出去的状态)。"),
+    "plan.host_end": (".", "。"),
+    "plan.alt_head": ("| setting | peak GiB | needed GiB | fits |", "| 设置 | 峰值 GiB | 需要 GiB | 放得下 |"),
+    "plan.yes": ("yes", "是"),
+    "plan.no": ("no", "否"),
+    "plan.advice": ("**Recommendation:** {text}", "**建议:**{text}"),
+    "plan.cpu_offload_note": (
+        "offload on CPU processes moves nothing: the optimizer states are in host RAM already",
+        "CPU 进程上 offload 不移动任何东西:优化器状态本来就在主机内存里",
+    ),
+    # advice
+    "plan.advice.nothing_fits": (
+        "nothing fits, not even ZeRO-3 + offload with gradient checkpointing: lower the micro-batch or cutoff_len, use LoRA, or add GPUs",
+        "都放不下,即使 ZeRO-3 + offload 加梯度检查点也不行:请减小 micro-batch 或 cutoff_len、改用 LoRA,或增加 GPU",
+    ),
+    "plan.advice.ram": (
+        "does not fit in the RAM available per process: lower the micro-batch or cutoff_len, use fewer "
+        "processes, or turn on gradient checkpointing",
+        "每个进程可用的内存放不下:请减小 micro-batch 或 cutoff_len、减少进程数,或开启梯度检查点",
+    ),
+    "plan.advice.keep": ("keep {best}: the fastest setting that fits", "保持「{best}」:放得下的设置中最快的"),
+    "plan.advice.use_fits": (
+        "use {best}: the fastest setting that fits ({current} fits)",
+        "改用「{best}」:放得下的设置中最快的(当前的「{current}」放得下)",
+    ),
+    "plan.advice.use_not": (
+        "use {best}: the fastest setting that fits ({current} does not fit)",
+        "改用「{best}」:放得下的设置中最快的(当前的「{current}」放不下)",
+    ),
+    # notes
+    "plan.note.checkpointing": (
+        "gradient checkpointing would keep only each layer's input, not all its activations",
+        "开启梯度检查点后,每层只保存输入,不再保存全部激活",
+    ),
+    "plan.note.one_gpu": (
+        "on one GPU ZeRO-2/3 split nothing: they cost memory and speed compared with no DeepSpeed",
+        "单卡时 ZeRO-2/3 没有可切分的对象:与不用 DeepSpeed 相比,只会多占显存、变慢",
+    ),
+    "plan.note.lora_zero3": (
+        "under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 (and ZeRO-3 "
+        "saves the frozen layers' inputs): activations are about twice ZeRO-2's",
+        "ZeRO-3 下 LoRA 适配器保持 fp32,每个适配器的输入都以 fp32 保存(ZeRO-3 还会保存冻结层的输入):激活约为 ZeRO-2 的两倍",
+    ),
+    "plan.note.autocast": (
+        "without DeepSpeed ZeroBoard keeps fp32 weights and trains under autocast: 16-bit copies of the "
+        "weights are kept for the backward pass (counted in activations); pure bf16 drops the fp32 copy "
+        "and AdamW's fp32 states at some cost in precision",
+        "不用 DeepSpeed 时,ZeroBoard 保留 fp32 权重并在 autocast 下训练:反向需要的 16 位权重副本会被保留"
+        "(计入激活);纯 bf16 去掉 fp32 权重和 AdamW 的 fp32 状态,代价是一些精度",
+    ),
+    "plan.note.fused_loss": (
+        "Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor",
+        "Liger 的线性层 + 交叉熵融合算子分块计算 loss:不生成完整的 logits 张量",
+    ),
+    "plan.note.cpu": (
+        "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
+        "CPU 进程:估算的是每个进程的内存(RSS),包括 Python/torch 运行时",
+    ),
+    # the formula paragraph: the guide's formulas with this model's numbers
+    "plan.dev.every.cuda": ("every GPU", "每张 GPU"),
+    "plan.dev.every.cpu": ("every process", "每个进程"),
+    "plan.dev.units.cuda": ("GPUs", "张 GPU"),
+    "plan.dev.units.cpu": ("processes", "个进程"),
+    "plan.dev.one.cuda": ("GPU", "GPU"),
+    "plan.dev.one.cpu": ("process", "进程"),
+    "plan.f.who": ("Ψ = {psi} parameters", "Ψ = {psi} 参数"),
+    "plan.f.who_lora": (
+        "Ψ = {psi} parameters, of which the LoRA adapter Ψt = {t} is trained",
+        "Ψ = {psi} 参数,其中训练的 LoRA 适配器 Ψt = {t}",
+    ),
+    "plan.f.none": ("**{formula}** (no DeepSpeed, {who}): {body}{lora}.", "**{formula}**(不用 DeepSpeed,{who}):{body}{lora}。"),
+    "plan.f.none.pure_bf16": (
+        "{every} holds all model states, all in bf16 (pure bf16): 2Ψ weights + 2Ψ gradients + 4Ψ Adam "
+        "moments = 8Ψ instead of the guide's 16Ψ, because there is no fp32 master copy; updates smaller "
+        "than bf16 can represent are lost",
+        "{every}持有全部模型状态,而且都是 bf16(纯 bf16):2Ψ 权重 + 2Ψ 梯度 + 4Ψ Adam 动量 = 8Ψ,"
+        "而不是教材的 16Ψ,因为没有 fp32 主权重;小于 bf16 精度的更新会丢失",
+    ),
+    "plan.f.none.autocast": (
+        "{every} holds all model states. The guide counts 2Ψ fp16 weights + 2Ψ gradients + 12Ψ fp32 "
+        "master weights and Adam moments; ZeroBoard keeps fp32 weights instead and trains under "
+        "autocast: 4Ψ weights + 8Ψ Adam moments, plus 4Ψ fp32 gradients from the backward pass to the "
+        "optimizer step (freed between steps) — the same 16Ψ, with the 16-bit weight copies of "
+        "autocast on top",
+        "{every}持有全部模型状态。教材的算法是 2Ψ fp16 权重 + 2Ψ 梯度 + 12Ψ fp32 主权重和 Adam 动量;"
+        "ZeroBoard 改为保留 fp32 权重并在 autocast 下训练:4Ψ 权重 + 8Ψ Adam 动量,再加上从反向到优化器更新"
+        "之间存在的 4Ψ fp32 梯度(两步之间释放)——同样是 16Ψ,另外还有 autocast 的 16 位权重副本",
+    ),
+    "plan.f.none.plain": (
+        "{every} holds all model states: weights, gradients and Adam moments (16Ψ in the guide's count)",
+        "{every}持有全部模型状态:权重、梯度和 Adam 动量(教材算作 16Ψ)",
+    ),
+    "plan.f.none.lora": (
+        "; with LoRA only the adapter has gradients and Adam moments, so {formula} applies to Ψt alone",
+        ";LoRA 只有适配器有梯度和 Adam 动量,所以 {formula} 只作用于 Ψt",
+    ),
+    "plan.f.stage1": (
+        "**4Ψ+12Ψ/N** (ZeRO-1, N = {n}, {who}): the optimizer states are split over the {units}.",
+        "**4Ψ+12Ψ/N**(ZeRO-1,N = {n},{who}):优化器状态分摊到各{units}。",
+    ),
+    "plan.f.stage2": (
+        "**2Ψ+14Ψ/N** (ZeRO-2, N = {n}, {who}): {every} keeps the 16-bit weights (2Ψ); gradients (2Ψ) and "
+        "fp32 master weights + Adam moments (12Ψ) are split over the N {units}.{one}{off}{lora}",
+        "**2Ψ+14Ψ/N**(ZeRO-2,N = {n},{who}):{every}保留 16 位权重(2Ψ);梯度(2Ψ)以及 fp32 主权重 + "
+        "Adam 动量(12Ψ)分摊到 N {units}。{one}{off}{lora}",
+    ),
+    "plan.f.stage3": (
+        "**16Ψ/N** (ZeRO-3, N = {n}, {who}): weights, gradients and optimizer states are all split over the N "
+        "{units}; each layer's weights are gathered just before use.{one}{off}{lora}",
+        "**16Ψ/N**(ZeRO-3,N = {n},{who}):权重、梯度和优化器状态全部分摊到 N {units};每层的权重在用到之前才收集。{one}{off}{lora}",
+    ),
+    "plan.f.one": (" With N = 1 nothing is split: the formula gives back 16Ψ.", "N = 1 时什么也没有切分:公式回到 16Ψ。"),
+    "plan.f.off_opt": (
+        " Offload moves the fp32 master weights and Adam moments (12Ψ/N) to host RAM; the {device} keeps the "
+        "16-bit weights (2Ψ) and gradient buckets.",
+        "Offload 把 fp32 主权重和 Adam 动量(12Ψ/N)放到主机内存;{device}上保留 16 位权重(2Ψ)和梯度缓冲区。",
+    ),
+    "plan.f.off_both": (
+        " Offload moves the fp32 master weights and Adam moments (12Ψ/N and the 16-bit weights) to host RAM; "
+        "the {device} keeps only the layers being computed (ZeRO-3 gathers them on the fly).",
+        "Offload 把 fp32 主权重和 Adam 动量(12Ψ/N 以及 16 位权重)放到主机内存;{device}上只保留正在计算的层(ZeRO-3 随用随收集)。",
+    ),
+    "plan.f.lora2": (
+        " With LoRA the split applies to the adapter Ψt; the frozen base stays 2Ψ.",
+        "使用 LoRA 时切分的是适配器 Ψt;冻结的基座仍占 2Ψ。",
+    ),
+    "plan.f.lora3": (
+        " With LoRA the split applies to the adapter Ψt; the frozen base stays 2Ψ/N.",
+        "使用 LoRA 时切分的是适配器 Ψt;冻结的基座仍占 2Ψ/N。",
+    ),
+}

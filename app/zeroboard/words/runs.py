@@ -1,0 +1,128 @@
+"""The runner's and the trainer's words: starting, busy, stopping, how a run ended."""
+
+WORDS: dict[str, tuple[str, str]] = {
+    # states
+    "run.starting": ("starting", "正在启动"),
+    "run.running": ("running", "运行中"),
+    "run.stopping": ("stopping", "正在停止"),
+    "run.finished": ("finished", "已完成"),
+    "run.finished_no_end": ("finished (exit code 0, no end event)", "已完成(退出码 0,没有结束事件)"),
+    "run.aborted": ("aborted", "已中断"),
+    "run.aborted_left": ("aborted; processes still alive: {pids}", "已中断;仍有进程存活:{pids}"),
+    "run.failed_how": ("failed ({how}): {who}: {why}", "失败({how}):{who}:{why}"),
+    "run.failed_who": ("failed ({how}): {who}", "失败({how}):{who}"),
+    "run.rank": ("rank {rank}", "进程 rank {rank}"),
+    "run.the_launcher": ("the launcher", "启动器"),
+    "run.exit_code": ("exit code {code}", "退出码 {code}"),
+    "run.exit_signal": ("killed by {signal}", "被 {signal} 终止"),
+    "run.exit_unknown": ("exit code unknown", "退出码未知"),
+    "run.ended": ("{message} ({how})", "{message}({how})"),
+    # starting
+    "run.has_errors": ("the job has errors; nothing was started", "任务有错误;没有启动任何进程"),
+    "run.cannot_write": ("cannot write into {path}: {why}; nothing was started", "无法写入 {path}:{why};没有启动任何进程"),
+    "run.cannot_start": ("cannot start {argv0}: {why}", "无法启动 {argv0}:{why}"),
+    "run.port_changed": ("master port {old} was taken at start; using {new}", "开始时 master port {old} 已被占用;改用 {new}"),
+    "run.busy": (
+        "A job is already running on {what}: {run} ({status}, started from the {source}, pid {pid}). Abort it or wait for it to end.",
+        "{what}上已经有任务在运行:{run}({status},从 {source} 启动,pid {pid})。请中断它,或等它结束。",
+    ),
+    "run.busy_folder": (
+        "A job is already writing into this folder: {run} ({status}, started from the {source}, pid {pid}). "
+        "Abort it or choose another output folder.",
+        "已经有任务在写这个目录:{run}({status},从 {source} 启动,pid {pid})。请中断它,或换一个输出目录。",
+    ),
+    "run.busy_unknown": (
+        "A training process of another job runs on these devices: pid {pid}, writing into {run}. Stop it first.",
+        "这些设备上正在运行另一个任务的训练进程:pid {pid},写入 {run}。请先停止它。",
+    ),
+    "run.cpu_processes": ("CPU processes", "CPU 进程"),
+    "run.gpus": ("GPU {ids}", "GPU {ids} "),
+    "run.index_unwritable": ("cannot write the runs index {path}: {why}", "无法写入运行记录索引 {path}:{why}"),
+    # the supervisor
+    "run.supervisor_usage": ("usage: python -m zeroboard.runs.supervisor RUN_DIR", "用法:python -m zeroboard.runs.supervisor RUN_DIR"),
+    "run.supervisor_never": ("the supervisor ended before the job started: {log}", "监督进程在任务启动之前就结束了:{log}"),
+    "run.supervisor_gone": ("the supervisor was gone before the job ended: exit code unknown", "任务结束之前监督进程就已不在:退出码未知"),
+    "run.rank_failed_stopping": ("rank {rank} failed: {why}; stopping the other ranks", "rank {rank} 出错:{why};正在停止其他进程"),
+    "run.rank_stuck": (
+        "rank {rank} failed {seconds} s ago and the launcher still runs",
+        "rank {rank} 在 {seconds} 秒前出错,启动器仍在运行",
+    ),
+    "run.orphans": (
+        "launcher exited ({how}) but {n} process(es) remain: stopping them",
+        "启动器已退出({how}),但还剩 {n} 个进程:正在停止它们",
+    ),
+    "run.disk_error": (
+        "no space left on the disk (or it failed) while writing {path}: {why}",
+        "写入 {path} 时磁盘空间不足(或磁盘出错):{why}",
+    ),
+    "run.disk_full": (
+        "the disk of {path} is full (or failing): {why}; free space there and start again",
+        "{path} 所在的磁盘已满(或出错):{why};请腾出空间后重新开始",
+    ),
+    "run.signal_report": (
+        "torchrun stopped on the SIGTERM sent by Abort; its report of that signal (a Python traceback) is left out: it is not a crash",
+        "torchrun 收到中断发出的 SIGTERM 后停止;省略了它对这个信号的报告(一段 Python traceback):这不是崩溃",
+    ),
+    # stopping, step by step
+    "run.stop_sigterm_group": ("SIGTERM to the deepspeed launcher's process group {pid}", "向 deepspeed 启动器的进程组 {pid} 发送 SIGTERM"),
+    "run.stop_sigterm_launcher": (
+        "SIGTERM to {launcher} (pid {pid}); it forwards the signal to the ranks",
+        "向 {launcher}(pid {pid})发送 SIGTERM;它会把信号转发给各个进程",
+    ),
+    "run.stop_sigterm_rest": (
+        "launcher gone; SIGTERM to {n} remaining process(es) {pids}",
+        "启动器已不在;向剩下的 {n} 个进程 {pids} 发送 SIGTERM",
+    ),
+    "run.stop_sigkill": (
+        "still running after {seconds} s: SIGKILL to {pids} and their groups",
+        "{seconds} 秒后仍在运行:向 {pids} 及其进程组发送 SIGKILL",
+    ),
+    "run.stop_verified": ("verified: no process of the job is left", "已确认:任务的进程都已退出"),
+    "run.stop_left": ("processes still alive: {pids}", "仍有进程存活:{pids}"),
+    # the trainer (its log and its errors)
+    "train.interrupted": ("interrupted (SIGINT)", "被中断(SIGINT)"),
+    "train.demo_model_wait": (
+        "rank 0 did not build the demo model in {path} within {seconds} s",
+        "rank 0 没有在 {seconds} 秒内于 {path} 构建好演示模型",
+    ),
+    "train.cutoff_every_answer": (
+        "cutoff_len: {cutoff} tokens cut off every answer; raise cutoff_len",
+        "cutoff_len:{cutoff} 个 token 截掉了所有回答;请调大截断长度",
+    ),
+    "train.no_weights": ("save_model wrote no weight file into {path}", "save_model 没有在 {path} 写入任何权重文件"),
+    "train.no_chat_template": (
+        "template: chat was asked for but the tokenizer has no chat template; use plain or auto",
+        "template:指定了 chat,但分词器没有对话模板;请使用 plain 或 auto",
+    ),
+    "train.template_unstable": (
+        "template: the chat template renders turns differently as the conversation grows; use template: plain",
+        "template:对话变长时对话模板对前面各轮的渲染会改变;请使用 template: plain",
+    ),
+    "train.liger_no_cuda": ("no CUDA device", "没有 CUDA 设备"),
+    "train.liger_not_installed": ("liger-kernel is not installed", "没有安装 liger-kernel"),
+    "train.liger_no_kernels": ("no Liger kernels for model type {model_type}", "Liger 没有 {model_type} 类型模型的算子"),
+    "train.liger_on_but": ("liger_kernel: is on but {why}; choose auto or off", "liger_kernel:设为 on,但{why};请选择 auto 或 off"),
+    "train.liger_off": ("Liger kernels off ({why})", "Liger 算子关闭({why})"),
+    "train.liger_on": ("Liger kernels on (RMSNorm, SwiGLU, RoPE)", "Liger 算子开启(RMSNorm、SwiGLU、RoPE)"),
+    "train.liger_on_fused": (
+        "Liger kernels on (RMSNorm, SwiGLU, RoPE + fused linear cross-entropy)",
+        "Liger 算子开启(RMSNorm、SwiGLU、RoPE + 线性层与交叉熵融合)",
+    ),
+    "train.pure_bf16_precision": (
+        "pure_bf16: needs bf16 compute but this job runs in {precision}; untick pure_bf16",
+        "pure_bf16:需要 bf16 计算,但这个任务使用 {precision};请取消纯 bf16",
+    ),
+    "train.attention": ("attention: {attn}", "注意力:{attn}"),
+    "train.attention_default": ("model default", "模型默认"),
+    "train.weights_pure_bf16": ("weights: bf16 (pure bf16, no fp32 master copy)", "权重:bf16(纯 bf16,没有 fp32 主权重)"),
+    "train.weights_autocast": ("weights: fp32 master + {precision} autocast", "权重:fp32 主权重 + {precision} autocast"),
+    "train.weights_plain": ("weights: {precision}", "权重:{precision}"),
+    "train.weights_ds_half": (
+        "weights: {precision} (DeepSpeed ZeRO-{stage} keeps the fp32 master copy)",
+        "权重:{precision}(DeepSpeed ZeRO-{stage} 保留 fp32 主权重)",
+    ),
+    "train.weights_ds_fp32": ("weights: fp32 (DeepSpeed ZeRO-{stage}, no 16-bit copy)", "权重:fp32(DeepSpeed ZeRO-{stage},没有 16 位副本)"),
+    # the live panels' series
+    "series_host": ("host RAM", "主机内存"),
+    "series_job": ("job (all ranks)", "任务(所有进程)"),
+}

@@ -1,0 +1,77 @@
+"""Helpers for the tests (and the screenshot tool): a real `zeroboard webui` server, waiting on conditions, stopping jobs.
+
+Waits poll a condition with a short sleep and a deadline; where something can
+be waited on directly (a process, a page element) the tests do that instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from zeroboard.runs.manager import JobManager
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def wait_until(fn, timeout: float, what: str, every: float = 0.25):
+    """The first truthy value of ``fn()``; TimeoutError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.time() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def start_server(port: int, index: Path, log: Path, cwd: Path = REPO, env: dict | None = None,
+                 args: list[str] | None = None) -> subprocess.Popen:
+    """``zeroboard webui`` as a user starts it, on ``port``, with its own runs index; returns once it answers."""
+    env = {"ZEROBOARD_RUNS_INDEX": str(index), "ZEROBOARD_LANG": "en", **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "webui", "--port", str(port), *(args or [])],
+                            cwd=cwd, env={**os.environ, **env}, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+    def up():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the web UI exited:\n{log.read_text(errors='replace')[-2000:]}")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+            return True
+        return False
+
+    try:
+        wait_until(up, 180, "the web UI to answer", every=0.3)
+    except TimeoutError:
+        stop_server(proc)
+        raise
+    return proc
+
+
+def stop_server(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def stop_jobs(index: Path) -> None:
+    """Teardown: a run still going (a failed test, Ctrl-C) is aborted, not left on the shared machine."""
+    if not Path(index).is_file():
+        return
+    mgr = JobManager(index=index, grace_s=10)
+    for st in mgr.active():
+        mgr.abort(st.run_dir)
+    with contextlib.suppress(TimeoutError):
+        wait_until(lambda: not mgr.active(), 60, "the jobs to stop", every=0.5)

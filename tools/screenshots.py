@@ -1,0 +1,357 @@
+"""Documentation screenshots of the Train page: ``python tools/screenshots.py [--out docs/images] [--lang en,zh]``
+(also ``make screenshots`` or ``zeroboard screenshots`` from the checkout).
+
+Starts its own web UI on the offline demo (a free port, a temporary runs index
+and output dir, so a user's runs are never touched), drives it in headless
+Chromium and writes, for each language, the images docs/*/train-page.md shows:
+
+    train_{lang}.png            the Train page at rest (the form, down to the devices)
+    stage_dropdown_{lang}.png   the DeepSpeed stage dropdown open: none / 2 / 3
+    preview_offload_{lang}.png  stage 2 + offload, after Preview command: the command and the JSON
+    running_{lang}.png          a demo run in progress: status, progress, charts, log, memory panel
+    finished_{lang}.png         the same run finished, with the output check when the page has one
+
+One server and one demo run (300 steps, about 30 s of training) serve every language: each language gets its
+own tab, switched with the page's language radio.  The viewport, scale and
+locale are fixed and each shot is cropped to its part of the page, so reruns
+give the same layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
+
+from helpers import start_server, stop_jobs, stop_server, wait_until  # noqa: E402
+from zeroboard import words  # noqa: E402
+from zeroboard.job.command import free_port  # noqa: E402
+
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
+VIEWPORT = {"width": 1440, "height": 1000}
+CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--font-render-hinting=none"]
+UI_MS = 60_000  # page elements; generous: a busy 2-core machine answers slowly
+RUN_S = 420  # the demo run, start to finish
+ANSWER_S = 300  # Reload and answer loads the trained model and generates
+PAD = 12  # px of page around each cropped region
+GAP = 16  # px between the pieces of a stacked shot
+
+# Each shot: groups of elements; a group is cropped to the box around its elements (those present and visible),
+# and the groups, top to bottom, are stacked into one image.  Groups that overlap are merged.
+REGIONS: dict[str, list[list[str]]] = {
+    "train": [["#zb-title", "#zb-lang", "#zb-message"]],  # the message is empty at rest: it marks the end
+    "stage_dropdown": [["#zb-device_count", "#zb-offload", "#zb-deepspeed_stage ul[role=listbox]"]],
+    "preview_offload": [["#zb-preview", "#zb-device_count", "#zb-message", "#zb-command", "#zb-ds-json"], ["#zb-plan"]],
+    "running": [["#zb-run", "#zb-status", "#zb-progress", "#zb-loss", "#zb-log", "#zb-host", "#zb-procs", "#zb-history",
+                 "#zb-mem-vs-plan"]],
+    "finished": [["#zb-run", "#zb-status", "#zb-progress"], ["#zb-final"], ["#zb-output-check"]],
+}
+
+
+@dataclass
+class Options:
+    out: Path
+    langs: list[str]
+    # the demo model trains at 15+ steps/s on 2 CPU cores: with 300 steps the run had ended before the second
+    # language's running shot was taken
+    max_steps: int = 600
+    chromium: str = CHROMIUM
+
+    @property
+    def logging_steps(self) -> int:
+        return max(1, self.max_steps // 30)  # about 30 points on each chart
+
+
+# --- the server ------------------------------------------------------------------------------------
+
+
+def repo_root() -> Path:
+    """Where the demo job and cache/ live: the checkout this tool sits in, else the current dir."""
+    return ROOT if (ROOT / "examples" / "demo.yaml").is_file() else Path.cwd()
+
+
+# --- driving the page ------------------------------------------------------------------------------
+
+
+class Tab:
+    """One browser tab on the Train page, in one language."""
+
+    def __init__(self, context, url: str, lang: str):
+        self.pg = context.new_page()
+        self.pg.set_default_timeout(UI_MS)
+        self.url, self.lang = url, lang
+
+    def open(self) -> None:
+        self.pg.goto(self.url)
+        self.pg.wait_for_selector("#zb-start")
+        if self.lang != "en":
+            self.pg.locator("#zb-lang label", has_text=words.LANGS[self.lang]).click()
+        self.pg.wait_for_selector(f"#zb-preview:text-is('{words.label('preview', self.lang)}')")
+        self.wait_status(lambda s: True)  # the first tick has rendered the status
+
+    def follow(self, run_dir: str) -> None:
+        """Show ``run_dir`` in this tab, as a reader picks it in the Run box (no page reload)."""
+        box = self.pg.locator("#zb-run input")
+        box.fill(run_dir)
+        box.press("Enter")
+        wait_until(lambda: run_dir in self.pg.locator("#zb-status").inner_text(), 60, f"{run_dir} in the {self.lang} tab")
+
+    def fill(self, name: str, value) -> None:
+        box = self.pg.locator(f"#zb-{name} input, #zb-{name} textarea").first
+        box.fill(str(value))
+        box.blur()  # no focus ring in the shots
+
+    def open_dropdown(self, name: str) -> None:
+        # near the top of the window, so the list opens downwards, under the field, not over its label
+        self.pg.locator(f"#zb-{name}").evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + scrollY - 40)")
+        self.pg.locator(f"#zb-{name} input").click()
+        self.pg.locator(f"#zb-{name} ul[role=listbox] li").first.wait_for()
+
+    def pick(self, name: str, option: str) -> None:
+        """Click ``option`` in the open dropdown ``name``."""
+        self.pg.locator(f"#zb-{name} ul[role=listbox]").get_by_role("option", name=option, exact=True).click()
+        self.pg.locator(f"#zb-{name} ul[role=listbox]").wait_for(state="detached")
+
+    def status(self) -> str:
+        el = self.pg.locator("#zb-status .zb-status")
+        return (el.get_attribute("data-status") or "idle") if el.count() else ""
+
+    def wait_status(self, ok, timeout: float = 60) -> str:
+        return wait_until(lambda: (s := self.status()) and ok(s) and s, timeout, "the run status on the page")
+
+    def step(self) -> int:
+        bar = self.pg.locator("#zb-progress .zb-progress")
+        return int(bar.get_attribute("data-step") or 0) if bar.count() else 0
+
+    def has(self, selector: str) -> bool:
+        return self.pg.locator(selector).count() > 0
+
+    def shoot(self, out: Path, name: str) -> Path:
+        path = out / f"{name}_{self.lang}.png"
+        for _ in range(3):  # a live panel that grew while we shot moves the boxes: shoot again
+            boxes = self.boxes(name)
+            pieces = [self.pg.screenshot(clip=b, full_page=True, animations="disabled") for b in boxes]
+            if boxes == self.boxes(name):
+                break
+        save_png(pieces, path)
+        return path
+
+    def boxes(self, name: str) -> list[dict]:
+        found = [b for group in REGIONS[name] if (b := self.box(group))]
+        if not found:
+            raise RuntimeError(f"nothing to shoot for {name}: none of its elements is on the page")
+        return merge(found)
+
+    def box(self, selectors: list[str]) -> dict | None:
+        """The page-coordinate box around the visible elements of ``selectors``, with PAD around it."""
+        found = self.pg.evaluate("""(sels) => sels.flatMap(s => [...document.querySelectorAll(s)]).map(e => {
+            const r = e.getBoundingClientRect();
+            return [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY];
+          }).filter(r => r[2] > r[0])  // an empty element still marks an edge; a hidden one does not""", selectors)
+        if not found:
+            return None
+        width = self.pg.evaluate("document.documentElement.scrollWidth")
+        x0, y0 = max(0, min(r[0] for r in found) - PAD), max(0, min(r[1] for r in found) - PAD)
+        x1, y1 = min(width, max(r[2] for r in found) + PAD), max(r[3] for r in found) + PAD
+        return {"x": round(x0), "y": round(y0), "width": round(x1 - x0), "height": round(y1 - y0)}
+
+
+def merge(boxes: list[dict]) -> list[dict]:
+    """Top to bottom; boxes that overlap vertically become one."""
+    out: list[dict] = []
+    for b in sorted(boxes, key=lambda b: b["y"]):
+        if out and b["y"] <= out[-1]["y"] + out[-1]["height"]:
+            a = out[-1]
+            x0, y0 = min(a["x"], b["x"]), a["y"]
+            x1, y1 = max(a["x"] + a["width"], b["x"] + b["width"]), max(a["y"] + a["height"], b["y"] + b["height"])
+            out[-1] = {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}
+        else:
+            out.append(b)
+    return out
+
+
+def save_png(pieces: list[bytes], path: Path) -> None:
+    """Stack the pieces on white and write a 256-colour PNG: a third of the size, and text stays sharp.
+
+    Pillow comes with gradio."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(p)).convert("RGB") for p in pieces]
+    width = max(i.width for i in images)
+    sheet = Image.new("RGB", (width, sum(i.height for i in images) + GAP * (len(images) - 1)), "white")
+    y = 0
+    for im in images:
+        sheet.paste(im, (0, y))
+        y += im.height + GAP
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheet.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+
+
+# --- the shots -------------------------------------------------------------------------------------
+
+
+def shoot_form(tab: Tab, out: Path, output_dir: Path) -> list[Path]:
+    """At rest, the stage dropdown open, then stage 2 + offload previewed."""
+    tab.open()
+    tab.fill("output_dir", output_dir)
+    written = [tab.shoot(out, "train")]
+    tab.open_dropdown("deepspeed_stage")
+    written.append(tab.shoot(out, "stage_dropdown"))
+    tab.pick("deepspeed_stage", "2")
+    tab.pg.locator("#zb-offload input[type=checkbox]").check()
+    tab.pg.locator("#zb-preview").click()
+    tab.pg.locator("#zb-command mark.zb-ds").wait_for()
+    tab.pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
+    written.append(tab.shoot(out, "preview_offload"))
+    return written
+
+
+def start_demo_run(tab: Tab, opts: Options, output_dir: Path) -> None:
+    """A short plain data-parallel demo run (no DeepSpeed: it starts fastest), a loss point every few steps."""
+    tab.open()
+    tab.fill("output_dir", output_dir)
+    tab.fill("max_steps", opts.max_steps)
+    tab.fill("logging_steps", opts.logging_steps)
+    tab.pg.locator("#zb-start").click()
+    tab.wait_status(lambda s: s in ("starting", "running", "finished", "failed"), 120)
+
+
+def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> list[Path]:
+    lead = tabs[0]
+    enough = max(1, opts.max_steps // 4)  # some points on the charts, and time left to shoot every tab
+
+    def progressed():
+        if lead.status() in ("finished", "failed", "aborted", "lost"):
+            raise RuntimeError(f"the demo run ended before the running shot: {lead.status()}\n"
+                               f"{lead.pg.locator('#zb-final').inner_text()}")
+        return all(t.step() >= enough for t in tabs)
+
+    wait_until(progressed, RUN_S, f"step {enough} of the demo run")
+    written = []
+    for t in tabs:
+        t.pg.wait_for_function("() => document.querySelector('#zb-log textarea').value.length > 0")
+        t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
+        written.append(t.shoot(out, "running"))
+        if t.status() != "running":
+            print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
+                  f"a larger --max-steps keeps it running longer", file=sys.stderr)
+    return written
+
+
+def shoot_finished(tabs: list[Tab], out: Path) -> list[Path]:
+    for t in tabs:
+        status = t.wait_status(lambda s: s in ("finished", "failed", "aborted", "lost"), RUN_S)
+        if status != "finished":
+            raise RuntimeError(f"the demo run {status}:\n{t.pg.locator('#zb-final').inner_text()}")
+    written = []
+    for t in tabs:
+        if t.has("#zb-output-check"):
+            t.pg.locator("#zb-output-check").wait_for(state="visible")  # shown by the tick once the run has finished
+        else:
+            print(f"warning: the page has no output-check panel (#zb-output-check) yet: "
+                  f"finished_{t.lang}.png shows the final status only", file=sys.stderr)
+        if t.has("#zb-reload-btn") and t.has("#zb-answers"):
+            reload_and_answer(t)
+        written.append(t.shoot(out, "finished"))
+    return written
+
+
+def reload_and_answer(t: Tab) -> None:
+    """Click Reload and answer and wait for the answers (not the pending timer gradio shows in their place)."""
+    t.pg.locator("#zb-reload-btn").click()
+
+    def answered():
+        text = t.pg.locator("#zb-answers .prose").first.inner_text().strip() if t.has("#zb-answers .prose") else ""
+        message = t.pg.locator("#zb-output-message").inner_text() if t.has("#zb-output-message") else ""
+        if "failed" in message.lower() or "失败" in message:
+            raise RuntimeError(f"Reload and answer failed on the {t.lang} page: {message}")
+        return text
+
+    wait_until(answered, ANSWER_S, "the reloaded model's answers")
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def generate(opts: Options) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="zb-shots-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        index = work / "runs.json"
+        port = free_port()
+        server = start_server(port, index, work / "server.log", repo_root())
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=opts.chromium, args=CHROMIUM_ARGS)
+                context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1, locale="en-US",
+                                              timezone_id="UTC", reduced_motion="reduce")
+                tabs = [Tab(context, f"http://127.0.0.1:{port}/", lang) for lang in opts.langs]
+                for t in tabs:
+                    written += shoot_form(t, opts.out, work / "runs" / "demo")
+                for t in tabs[1:]:
+                    t.open()  # ready before the run starts: a short run leaves no time for a page load
+                start_demo_run(tabs[0], opts, work / "runs" / "demo")
+                for t in tabs[1:]:
+                    t.follow(str((work / "runs" / "demo").resolve()))
+                written += shoot_running(tabs, opts.out, opts)
+                written += shoot_finished(tabs, opts.out)
+                browser.close()
+        finally:
+            stop_jobs(index)
+            stop_server(server)
+    return written
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="docs/images", help="folder for the PNGs (default: docs/images)")
+    p.add_argument("--lang", default=",".join(words.LANGS), help="languages, comma-separated (default: en,zh)")
+    p.add_argument("--max-steps", type=int, default=Options.max_steps,
+                   help=f"length of the demo run (default: {Options.max_steps})")
+    p.add_argument("--chromium", default=CHROMIUM, help=f"Chromium to drive (default: {CHROMIUM}, or $ZEROBOARD_CHROMIUM)")
+
+
+def run(args: argparse.Namespace) -> int:
+    langs = [s.strip() for s in args.lang.split(",") if s.strip()]
+    bad = [lang for lang in langs if lang not in words.LANGS]
+    if bad or not langs:
+        print(f"--lang: unknown {', '.join(bad) or '(none)'}; choose from {', '.join(words.LANGS)}", file=sys.stderr)
+        return 2
+    if not Path(args.chromium).exists():
+        print(f"No Chromium at {args.chromium}: pass --chromium PATH or set ZEROBOARD_CHROMIUM.", file=sys.stderr)
+        return 2
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        print("Screenshots need playwright: pip install playwright (it drives the Chromium above).", file=sys.stderr)
+        return 2
+    opts = Options(out=Path(args.out).resolve(), langs=langs, max_steps=args.max_steps, chromium=args.chromium)
+    started = time.time()
+    for path in generate(opts):
+        from PIL import Image
+
+        with Image.open(path) as im:
+            size = f"{im.width}x{im.height}"
+        print(f"wrote {path} ({size}, {path.stat().st_size // 1024} KiB)")
+    print(f"done in {time.time() - started:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tools/screenshots.py", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
