@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import planner
-from ..job import command, spec as specmod, workspace
-from ..planner import report
+from .. import planner, workspace
+from ..job import command, spec as specmod
+from ..planner import report, verdict
 from ..words import default_lang, text, tr
 
 
@@ -35,7 +35,7 @@ def prepare(args) -> command.Prepared | None:
     if job is None:
         return None
     lang = default_lang()
-    prepared = command.prepare(job)
+    prepared = verdict.prepare(job)
     for k, v in prepared.report.warnings.items():
         print(text("cli.note", lang, field=k, text=tr(v, lang)), file=sys.stderr)
     if not prepared.report.ok:

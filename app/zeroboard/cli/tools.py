@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import workspace
 from ..data.demo import write_demo_data
-from ..job import presets, workspace
+from ..job import presets
 from ..job.placement import cache_dir
 from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL
 from ..words import default_lang, text

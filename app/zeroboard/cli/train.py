@@ -18,7 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..job import record, workspace
+from .. import workspace
+from ..job import record
 from ..runs import manager as runmgr
 from ..runs.state import JobState
 from ..words import default_lang, text, tr
@@ -157,11 +158,11 @@ def cmd_stop(args) -> int:
     if run is None:
         print(text("cli.not_a_run", lang, run=args.run), file=sys.stderr)
         return 1
-    st = mgr.abort(run)
+    st = mgr.save_and_stop(run) if args.save else mgr.abort(run)
     if st is None or not st.active:
         print(text("cli.not_running", lang, run=run, status=text(f"status.{st.status}", lang) if st else "-"))
         return 0
-    print(text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
+    print(text("cli.save_sent", lang, run=run) if args.save else text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
     if args.no_wait:
         return 0
     while (st := mgr.state(run)) is not None and st.active:
@@ -181,4 +182,5 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
     s.add_argument("run", help=text("cli.run_arg_help", lang))
     s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))
+    s.add_argument("--save", action="store_true", help=text("cli.save_help", lang))
     s.set_defaults(fn=cmd_stop)

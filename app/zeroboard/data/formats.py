@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import workspace
 from ..words import say
 
 Message = dict[str, str]
@@ -37,6 +38,14 @@ class DatasetSource:
     columns: dict
 
 
+def _confined(path: Path) -> Path:
+    """A data file may only be read inside the workspace, a folder allowed to it, or the Hugging Face cache."""
+    ws = workspace.current()
+    if not ws.readable(path, cache_ok=True):
+        raise DataError(say("check.read_outside", path=str(path), roots=ws.describe()))
+    return path
+
+
 def resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
     p = Path(name)
     if p.suffix in (".json", ".jsonl"):
@@ -44,8 +53,8 @@ def resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
             p = Path(dataset_dir) / p
         if not p.is_file():
             raise DataError(say("data.file_missing", name=name, dir=str(dataset_dir)))
-        return DatasetSource(p.stem, p, "auto", {})
-    info_path = Path(dataset_dir) / "dataset_info.json"
+        return DatasetSource(p.stem, _confined(p), "auto", {})
+    info_path = _confined(Path(dataset_dir)) / "dataset_info.json"
     if not info_path.is_file():
         raise DataError(say("data.no_info", name=name, info=str(info_path)))
     try:
@@ -62,6 +71,7 @@ def resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
     path = Path(dataset_dir) / file_name
     if not path.is_file():
         raise DataError(say("data.points_nowhere", name=name, path=str(path)))
+    _confined(path)  # an entry such as ../../etc/passwd is refused, links followed
     return DatasetSource(name, path, entry.get("formatting", "auto"), entry.get("columns", {}))
 
 

@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import workspace
 from ..data import formats as datafmt
 from ..words import Msg, say, tr
-from . import devices, folders, modelinfo
+from . import devices, folders, modelinfo, samples
 from .placement import Placement, place
+from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -88,7 +90,20 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
     return None
 
 
-def _check_data(spec: JobSpec, r: Report) -> None:
+def check_paths(spec: JobSpec, r: Report) -> bool:
+    """Every path the job reads lies inside the workspace, an allowed folder or (models, data) the hub cache."""
+    ws = workspace.current()
+    reads = {"model_name_or_path": (spec.model_name_or_path, True), "dataset_dir": (spec.dataset_dir, True),
+             "deepspeed": (spec.deepspeed, False)}
+    for name, (value, cache_ok) in reads.items():
+        if not value or (name == "model_name_or_path" and HUB_ID.match(value) and not ws.path(value).exists()):
+            continue  # a hub id: fetched into the cache by the trainer
+        if not ws.readable(value, cache_ok=cache_ok):
+            r.errors[name] = say("check.read_outside", path=value, roots=ws.describe())
+    return not r.errors
+
+
+def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
     if not spec.dataset:
         r.errors["dataset"] = say("check.no_dataset")
         return
@@ -96,13 +111,30 @@ def _check_data(spec: JobSpec, r: Report) -> None:
         from ..data.demo import write_demo_data
 
         write_demo_data(spec.dataset_dir)
+    sample: list = []
     for name in spec.dataset:
         try:
             src = datafmt.resolve(name, spec.dataset_dir)
-            datafmt.to_conversations(src, datafmt.read_records(src.path))
+            convs = datafmt.to_conversations(src, datafmt.read_records(src.path))
         except datafmt.DataError as e:
             r.errors["dataset"] = e.args[0]
             return
+        sample += convs[: samples.SAMPLE]
+    _check_cutoff(spec, model_dir, sample, r)
+
+
+def _check_cutoff(spec: JobSpec, model_dir: Path | None, sample: list, r: Report) -> None:
+    """Tokenize a sample with the model's tokenizer: a cutoff that leaves no answer to learn is refused before launch."""
+    if "cutoff_len" in r.errors:
+        return
+    counted = samples.count(sample, model_dir, spec.template, spec.cutoff_len) if model_dir else None
+    if counted is None or not counted.seen:
+        return
+    if counted.answer_lost == counted.seen:
+        r.errors["cutoff_len"] = say("check.cutoff_all_lost", cutoff=spec.cutoff_len, n=counted.seen)
+    elif counted.answer_lost * 2 >= counted.seen:
+        r.warnings["cutoff_len"] = say("check.cutoff_half_lost", cutoff=spec.cutoff_len, lost=counted.answer_lost,
+                                       n=counted.seen)
 
 
 def _check_numbers(spec: JobSpec, r: Report) -> None:
@@ -123,11 +155,21 @@ def _check_numbers(spec: JobSpec, r: Report) -> None:
         e["cutoff_len"] = say("check.cutoff_range", got=spec.cutoff_len)
     if not 0 <= spec.lora_dropout < 1:
         e["lora_dropout"] = say("check.dropout_range", got=spec.lora_dropout)
+    if not 0 <= spec.seed < 2**32:  # numpy's and torch's generators take 32 bits
+        e["seed"] = say("check.seed_range", got=spec.seed, top=2**32 - 1)
+    if spec.max_steps > 10**9 or spec.num_train_epochs > 10**6:
+        e["max_steps" if spec.max_steps > 10**9 else "num_train_epochs"] = say("check.too_long")
+    if spec.logging_steps > 10**9 or spec.save_steps > 10**9:
+        e["logging_steps" if spec.logging_steps > 10**9 else "save_steps"] = say("check.too_long")
 
 
 def _check_lora(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
     if spec.finetuning_type != "lora":
         return
+    cfg = modelinfo.model_config(model_dir)
+    hidden = int((cfg or {}).get("hidden_size") or (cfg or {}).get("n_embd") or 0)
+    if hidden and spec.lora_rank > hidden:  # a rank above the layer width adds parameters and no capacity
+        r.errors["lora_rank"] = say("check.lora_rank_width", rank=spec.lora_rank, hidden=hidden)
     targets = spec.lora_target
     if not targets:
         r.errors["lora_target"] = say("check.lora_target_empty")
@@ -192,6 +234,8 @@ def _check_nodes(spec: JobSpec, r: Report) -> None:
             r.errors["master_port"] = say("check.nodes_port")
     if not 0 <= spec.master_port <= 65535:
         r.errors["master_port"] = say("check.port_range")
+    elif spec.master_port and spec.node_rank == 0 and not port_is_free(spec.master_port):
+        r.errors["master_port"] = say("check.port_taken", port=spec.master_port)
 
 
 def _check_deepspeed(spec: JobSpec, where: Placement, r: Report) -> None:
@@ -205,6 +249,42 @@ def _check_deepspeed(spec: JobSpec, where: Placement, r: Report) -> None:
     if spec.deepspeed_stage != "none" and spec.deepspeed_stage != where.stage:
         r.errors["deepspeed_stage"] = say("check.stage_mismatch", stage=spec.deepspeed_stage,
                                           file=Path(spec.deepspeed).name, own=where.stage)
+    wrong = ds_disagreements(spec, where)
+    if wrong:
+        r.errors["deepspeed"] = say("check.ds_disagrees", file=Path(spec.deepspeed).name, fields="; ".join(wrong))
+
+
+def ds_disagreements(spec: JobSpec, where: Placement) -> list[str]:
+    """Values a DeepSpeed file of one's own fixes that the job sets otherwise ("auto" agrees with anything).
+
+    The Trainer fills "auto" from the job and refuses a number that differs, after the ranks started; the batch
+    identity train_batch_size = micro-batch x accumulation x world size is DeepSpeed's own check.
+    """
+    cfg = where.ds_config or {}
+    mbs, gas = spec.per_device_train_batch_size, spec.gradient_accumulation_steps
+    wanted = {"train_micro_batch_size_per_gpu": mbs, "gradient_accumulation_steps": gas,
+              "train_batch_size": mbs * gas * where.world_size, "gradient_clipping": spec.max_grad_norm}
+    out = []
+    for key, want in wanted.items():
+        have = cfg.get(key, "auto")
+        if have != "auto" and not _same(have, want):
+            out.append(f"{key} {have} ≠ {want}")
+    for half in ("fp16", "bf16"):
+        enabled = (cfg.get(half) or {}).get("enabled", "auto") if isinstance(cfg.get(half), dict) else "auto"
+        if enabled != "auto" and bool(enabled) != (where.precision == half):
+            out.append(f"{half}.enabled {str(enabled).lower()} ≠ precision {where.precision}")
+    params = ((cfg.get("optimizer") or {}).get("params") or {}) if isinstance(cfg.get("optimizer"), dict) else {}
+    for key, want in (("lr", spec.learning_rate), ("weight_decay", spec.weight_decay)):
+        if params.get(key, "auto") != "auto" and not _same(params[key], want):
+            out.append(f"optimizer.params.{key} {params[key]} ≠ {want}")
+    return out
+
+
+def _same(have, want) -> bool:
+    try:
+        return abs(float(have) - float(want)) <= 1e-12 * max(1.0, abs(float(want)))
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Report) -> None:
@@ -255,11 +335,13 @@ def _check_extra(spec: JobSpec, r: Report) -> None:
 def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placement | None = None) -> Report:
     """Check a job; ``gpus`` defaults to what NVML sees now, ``where`` to the job's placement on them."""
     r = Report()
+    if not check_paths(spec, r):  # nothing outside the workspace is read, not even to check it
+        return r
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = where or place(spec, gpus)
     model_dir = _check_model(spec, r)
-    _check_data(spec, r)
     _check_numbers(spec, r)
+    _check_data(spec, model_dir, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
     _check_devices(spec, gpus, where, r)

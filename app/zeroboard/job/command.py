@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,9 +16,10 @@ from pathlib import Path
 from ..words import say
 from . import checks, devices, placement as placemod, presets
 from .placement import Placement, cache_dir
+from .ports import free_port, port_is_free
 from .spec import FIELDS, JobSpec, changed, to_flags
 
-__all__ = ["Command", "Prepared", "build", "cache_dir", "prepare", "with_port"]
+__all__ = ["Command", "Prepared", "build", "cache_dir", "free_port", "port_is_free", "prepare", "with_port"]
 
 TRAINER_MODULE = "zeroboard.training.train"
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
@@ -63,21 +63,6 @@ class Prepared:
     command: Command | None
     presets: presets.PresetReport | None = None
     placement: Placement | None = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _executable(name: str) -> str:

@@ -19,8 +19,9 @@ import re
 import tempfile
 from pathlib import Path
 
+from .. import workspace
 from ..words import Msg, say
-from . import record, workspace
+from . import record
 from .spec import JobSpec
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")

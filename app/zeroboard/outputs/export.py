@@ -16,8 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from .. import files
-from ..job import folders, record, workspace
+from .. import files, workspace
+from ..job import folders, record
 from ..planner import shapes
 from ..words import say
 from .inspect import OutputError, job_model, weights, zero_checkpoint_dir, zero_step

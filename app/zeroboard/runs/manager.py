@@ -172,6 +172,7 @@ class JobManager:
     def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
                 source: str) -> subprocess.Popen:
         run.mkdir(parents=True, exist_ok=True)
+        (out / record.STOP_REQUEST).unlink(missing_ok=True)  # a request of an earlier attempt is not this run's
         files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
         record_plan(job, run)  # the plan next to what the trainer measures
@@ -219,6 +220,14 @@ class JobManager:
         except RegistryError:
             pass
         threading.Thread(target=self._stop_here, args=(st,), daemon=True).start()
+        return st
+
+    def save_and_stop(self, run_dir: str | Path) -> JobState | None:
+        """Ask a running job to save a checkpoint and its result at its next logged step, then end as finished."""
+        st = self.state(run_dir)
+        if st is None or not st.active:
+            return st
+        files.write_text_atomic(st.output / record.STOP_REQUEST, json.dumps({"asked": time.time()}) + "\n")
         return st
 
     def _stop_here(self, st: JobState) -> None:

@@ -72,7 +72,12 @@ def conclude(state: JobState, code: int | None, evs: list[dict], cause: Msg | No
     state.ended = state.ended or time.time()
     ended = any(e.get("event") == "end" for e in evs)
     if ended and code in (0, None) and cause is None:
-        state.status, state.message = "finished", say("run.finished")
+        end = next(e for e in evs if e.get("event") == "end")
+        early = (end.get("result") or {}).get("stopped_early")
+        stop = next((e for e in evs if e.get("event") == "stop"), None)
+        state.status = "finished"
+        state.message = say("run.finished_early", step=(end.get("result") or {}).get("global_step"),
+                            total=(stop or {}).get("total_steps", "?")) if early and stop else say("run.finished")
     elif state.abort_requested and cause is None:
         state.status = "aborted"
         state.message = say("run.aborted_left", pids=str(state.leftover)) if state.leftover else say("run.aborted")

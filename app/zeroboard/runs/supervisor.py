@@ -67,7 +67,7 @@ class Supervisor:
         except OSError as e:
             if self.disk_error is None:
                 self.disk_error = say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e))
-                print(self.disk_error, file=sys.stderr, flush=True)
+                _stderr(self.disk_error)
 
     def note(self, msg: str) -> None:
         """A step of the stop (or the end), in state.json's stop log and in the launcher log."""
@@ -154,16 +154,24 @@ class Supervisor:
         try:
             write_state(self.state)
         except OSError as e:
-            print(say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e)), file=sys.stderr)
+            _stderr(say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e)))
             try:
                 self.registry.update(self.state.run_dir, outcome=self.state.to_json())
-            except Exception as err:  # nowhere left to write: the supervisor's own log has it
-                print(f"{type(err).__name__}: {err}", file=sys.stderr)
+            except Exception as err:  # nowhere left to write: the supervisor's own log may still have it
+                _stderr(f"{type(err).__name__}: {err}")
         finally:
             try:
                 self.log.close()
             except OSError:
                 pass
+
+
+def _stderr(text: str) -> None:
+    """The supervisor's own log (its stderr, in the run folder): on a full disk even that may fail, and must not stop it."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _merge_ranks(state: JobState, seen: list[dict]) -> bool:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .. import files
-from ..job import devices, folders
+from ..job import devices, folders, record
 from ..job.record import EventWriter
 from .templates import IGNORE
 
@@ -102,6 +102,8 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
     class EventCallback(TrainerCallback):
         """Turns Trainer hooks into events. Hooks run on every rank, so gathers are safe here."""
 
+        stopping = False
+
         def on_train_begin(self, args, state, control, **kw):
             self.t0 = self.t_last = time.time()
             self.tokens_last = 0
@@ -117,9 +119,17 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
         def on_log(self, args, state, control, logs=None, **kw):
             logs = logs or {}
             now = time.time()
-            ranks = gather({"tokens": counter.tokens, "memory": memory_now(torch)})  # one collective per log
+            stop = (Path(args.output_dir) / record.STOP_REQUEST).is_file()
+            # one collective per log, which also carries "save and stop": every rank decides at the same step
+            ranks = gather({"tokens": counter.tokens, "memory": memory_now(torch), "stop": stop})
             tokens = sum(r["tokens"] for r in ranks)
             memory = [r["memory"] for r in ranks]
+            if any(r["stop"] for r in ranks) and not self.stopping:
+                self.stopping = True
+                control.should_save = control.should_training_stop = True  # a checkpoint, then the final result
+                if RANK == 0:
+                    events.emit("stop", step=state.global_step, total_steps=state.max_steps)
+                    log.info("save and stop asked for: saving at step %d", state.global_step)
             if RANK != 0 or "loss" not in logs:
                 return
             dt = max(now - self.t_last, 1e-9)

@@ -7,11 +7,11 @@ get labels (the rest are -100, ignored by the loss).
 
 from __future__ import annotations
 
+from ..data.chat import render_plain
 from ..data.formats import Conversation
 from ..words import say
 
 IGNORE = -100
-PLAIN_HEADERS = {"system": "### System:\n", "user": "### User:\n", "assistant": "### Assistant:\n"}
 
 
 def use_chat_template(tokenizer, template: str) -> bool:
@@ -24,14 +24,7 @@ def use_chat_template(tokenizer, template: str) -> bool:
 def render(conv: Conversation, tokenizer, chat: bool, add_generation_prompt: bool = False) -> str:
     if chat:
         return tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt)
-    eos = tokenizer.eos_token or ""
-    parts = []
-    for m in conv:
-        end = eos if m["role"] == "assistant" else ""
-        parts.append(PLAIN_HEADERS[m["role"]] + m["content"] + end + "\n\n")
-    if add_generation_prompt:
-        parts.append(PLAIN_HEADERS["assistant"])
-    return "".join(parts)
+    return render_plain(conv, tokenizer.eos_token or "", add_generation_prompt)
 
 
 def answer_spans(conv: Conversation, tokenizer, chat: bool) -> tuple[str, list[tuple[int, int]]]:

@@ -164,6 +164,7 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
         "deepspeed_stage": stage,  # the effective stage: from the DeepSpeed JSON the run used
         "offload": {"optimizer": off_opt, "parameters": off_par},
         "precision": job.precision,
+        "stopped_early": trainer.state.global_step < trainer.state.max_steps,  # "save and stop" ended it
         "loads_with": loads_with,
     }
     files.write_text_atomic(out / record.RESULT_FILE, json.dumps(result, indent=2) + "\n")

@@ -15,9 +15,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import files, planner, words
+from .. import files, planner, words, workspace
 from ..data import formats as datafmt
-from ..job import checks, command, devices, placement, spec, workspace
+from ..job import checks, command, devices, placement, spec
+from ..planner import verdict
 from ..runs import manager as runmgr
 from ..words import Msg, say, text, tr
 
@@ -90,28 +91,8 @@ def check(values: dict, gpus: list[devices.Gpu], port: int | None = None) -> Che
     job, problems = form_to_spec(values)
     if job is None:
         return Checked(None, problems)
-    confined = confinement_errors(job)
-    if confined:
-        return Checked(job, confined)
-    prepared = command.prepare(job, gpus, port=port)
+    prepared = verdict.prepare(job, gpus, port=port)
     return Checked(job, dict(prepared.report.errors), dict(prepared.report.warnings), prepared)
-
-
-def confinement_errors(job: spec.JobSpec) -> dict[str, Msg]:
-    """Every path of the job the browser may not read: outside the workspace (models and data: or the hub cache)."""
-    ws, out = workspace.current(), {}
-    reads = {"model_name_or_path": (job.model_name_or_path, True), "dataset_dir": (job.dataset_dir, True),
-             "deepspeed": (job.deepspeed, False)}
-    for name, (value, cache_ok) in reads.items():
-        if not value or (name == "model_name_or_path" and checks.HUB_ID.match(value) and not ws.path(value).exists()):
-            continue
-        if not ws.readable(value, cache_ok=cache_ok):
-            out[name] = say("check.read_outside", path=value, roots=ws.describe())
-    for name in job.dataset:
-        if Path(name).suffix and not ws.readable(Path(job.dataset_dir) / name if not Path(name).is_absolute() else name,
-                                                 cache_ok=True) and not ws.readable(name, cache_ok=True):
-            out["dataset"] = say("check.read_outside", path=name, roots=ws.describe())
-    return out
 
 
 def command_html(cmd: command.Command) -> str:
@@ -183,8 +164,10 @@ def plan_fields(gpus: list[devices.Gpu]) -> list[str]:
 def plan_markdown(values: dict, gpus: list[devices.Gpu], lang: str = "en") -> str:
     """The memory plan of the form as it stands, or which fields keep it from being planned (never raises)."""
     job, problems = form_to_spec(values)
-    if job is not None and confinement_errors(job):
-        job, problems = None, confinement_errors(job)
+    if job is not None:  # the plan reads the model's config and a DeepSpeed file: only where the job may read
+        outside = checks.Report()
+        if not checks.check_paths(job, outside):
+            job, problems = None, outside.errors
     md = planner.panel(job, gpus, lang)
     if job is None and problems:
         md += "\n\n" + "\n".join(f"- `{k}`: {html.escape(tr(v, lang))}" for k, v in problems.items())
@@ -312,3 +295,14 @@ def abort(manager: runmgr.JobManager, run_dir: str | None, lang: str = "en") -> 
     if not st.active and not st.abort_requested:
         return text("page.not_running", lang, run=run_dir, status=words.status(st.status, lang))
     return text("page.stopping", lang, run=run_dir, grace=round(st.grace_s))
+
+
+def save_and_stop(manager: runmgr.JobManager, run_dir: str | None, lang: str = "en") -> str:
+    if not run_dir:
+        return text("page.nothing_to_abort", lang)
+    if not manager.is_registered(run_dir):
+        return text("page.not_registered", lang, run=run_dir)
+    st = manager.save_and_stop(run_dir)
+    if st is None or not st.active:
+        return text("page.not_running", lang, run=run_dir, status=words.status(st.status if st else "idle", lang))
+    return text("page.saving", lang, run=run_dir)

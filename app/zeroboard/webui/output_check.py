@@ -21,9 +21,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import words
+from .. import words, workspace
 from ..data.demo import DEMO_PROMPTS
-from ..job import folders, record, workspace
+from ..job import folders, record
 from ..outputs.inspect import OutputError, inspect
 from ..runs.manager import JobManager
 

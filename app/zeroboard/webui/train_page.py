@@ -28,6 +28,7 @@ class TrainPage:
     load: gr.Button
     start: gr.Button
     abort: gr.Button
+    save_stop: gr.Button
     args_path: gr.Textbox
     message: gr.Markdown
     command: gr.HTML
@@ -49,8 +50,10 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         save = gr.Button(words.label("save", lang), elem_id="zb-save")
         load = gr.Button(words.label("load", lang), elem_id="zb-load")
         start = gr.Button(words.label("start", lang), variant="primary", elem_id="zb-start")
+        save_stop = gr.Button(words.label("save_stop", lang), elem_id="zb-save-stop")
         abort = gr.Button(words.label("abort", lang), variant="stop", elem_id="zb-abort")
-    for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort)):
+    for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort),
+                     ("save_stop", save_stop)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
         if section == "devices":
@@ -65,7 +68,7 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
     ds_json = gr.Code(language="json", label=words.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
-    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, args_path, message,
+    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, args_path, message,
                      command, ds_json, plan)
 
 
@@ -131,6 +134,8 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.abort.click(on_abort, [session, lang], [page.message], **io)
+    page.save_stop.click(lambda state, lang_value: handlers.save_and_stop(manager, state.get("run_dir"), lang_value),
+                         [session, lang], [page.message], **io)
     page.save.click(on_save, [*f.inputs, page.args_path, lang, session], [page.message, session], **io)
     page.load.click(on_load, [page.args_path, lang], [*f.inputs, page.message], **io)
     page.preview_data.click(lambda d, names, lang_value: handlers.dataset_preview(d, names, lang=lang_value),

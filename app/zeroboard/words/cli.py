@@ -91,4 +91,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "the screenshot tool {path} is part of the source checkout; run this from the checkout (make screenshots)",
         "截图工具 {path} 在源码仓库里;请在源码目录中运行(make screenshots)",
     ),
+    "cli.save_help": ("save a checkpoint and the result at the next logged step, then stop (the run ends finished)",
+                      "在下一个记录日志的步骤保存检查点和结果后停止(运行以已完成结束)"),
+    "cli.save_sent": ("{run} saves at its next logged step, then stops...", "{run} 将在下一个记录日志的步骤保存,然后停止……"),
 }

@@ -176,4 +176,7 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "mem_torch": ("torch allocator", "torch 分配器"),
     "mem_rss": ("RSS", "RSS"),
+    "save_stop": ("Save and stop", "保存并停止"),
+    "page.saving": ("Saving {run} at its next logged step (a checkpoint and the result), then it stops as finished.",
+                    "{run} 将在下一个记录日志的步骤保存(检查点和结果),然后作为已完成停止。"),
 }

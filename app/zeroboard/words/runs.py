@@ -125,4 +125,5 @@ WORDS: dict[str, tuple[str, str]] = {
     # the live panels' series
     "series_host": ("host RAM", "主机内存"),
     "series_job": ("job (all ranks)", "任务(所有进程)"),
+    "run.finished_early": ("finished early, as asked: saved at step {step} of {total}", "按要求提前结束:在第 {step} 步(共 {total} 步)保存"),
 }

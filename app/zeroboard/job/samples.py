@@ -1,0 +1,89 @@
+"""A few samples tokenized before launch, with the model's own tokenizer, to see what cutoff_len leaves of them.
+
+The ``tokenizers`` library reads ``tokenizer.json`` directly (no transformers,
+so the web server stays light); the chat template is rendered with the same
+Jinja rules transformers uses (``data.chat``).  A sample "loses its answer"
+when the prompt before its first answer already fills ``cutoff_len``: the
+trainer would then learn nothing from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data import chat
+from ..data.formats import Conversation
+
+SAMPLE = 64  # samples per dataset looked at before launch
+
+
+@dataclass
+class CutoffCount:
+    seen: int = 0
+    truncated: int = 0  # longer than cutoff_len: their end is cut
+    answer_lost: int = 0  # the prompt alone fills cutoff_len: nothing left to learn
+
+
+@functools.lru_cache(maxsize=4)
+def _load(model_dir: str, mtime: float):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+    cfg_path = Path(model_dir) / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    template = cfg.get("chat_template")
+    jinja = Path(model_dir) / "chat_template.jinja"
+    if not template and jinja.is_file():
+        template = jinja.read_text(encoding="utf-8")
+    if isinstance(template, list):  # several named templates: the default one
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    special = {k: _token(cfg.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    return tok, template, special
+
+
+def _token(value) -> str:
+    return value.get("content", "") if isinstance(value, dict) else (value or "")
+
+
+def tokenizer_for(model_dir: Path | None):
+    """(tokenizer, chat template or None, special tokens), or None when the model folder has no tokenizer.json."""
+    if model_dir is None or not (model_dir / "tokenizer.json").is_file():
+        return None
+    try:
+        return _load(str(model_dir.resolve()), (model_dir / "tokenizer.json").stat().st_mtime)
+    except Exception:  # a tokenizer file this library cannot read: the trainer will say so
+        return None
+
+
+def count(convs: list[Conversation], model_dir: Path, template: str, cutoff_len: int) -> CutoffCount | None:
+    """How many of these samples the cutoff truncates, and how many lose their whole answer (None: no tokenizer)."""
+    loaded = tokenizer_for(model_dir)
+    if loaded is None:
+        return None
+    tok, chat_template, special = loaded
+    use_chat = template == "chat" or (template == "auto" and bool(chat_template))
+    if use_chat and not chat_template:
+        return None
+    out = CutoffCount()
+
+    def text(conv: Conversation, gen: bool) -> str:
+        if use_chat:
+            return chat.render_template(conv, chat_template, special, add_generation_prompt=gen)
+        return chat.render_plain(conv, special["eos_token"], add_generation_prompt=gen)
+
+    for conv in convs:
+        first = next((i for i, m in enumerate(conv) if m["role"] == "assistant"), None)
+        if first is None:
+            continue
+        try:
+            full = len(tok.encode(text(conv, False), add_special_tokens=False).ids)
+            prompt = len(tok.encode(text(conv[:first], True), add_special_tokens=False).ids)
+        except Exception:  # a template this renderer cannot follow: leave the verdict to the trainer
+            return None
+        out.seen += 1
+        out.truncated += full > cutoff_len
+        out.answer_lost += prompt >= cutoff_len
+    return out
