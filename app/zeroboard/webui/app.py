@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import words
+from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
@@ -64,6 +64,8 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
         live_panels.wire_live(panels, live, session, lang_radio, demo)
         wire_language(page.form, panels, title, lang_radio)
         wire_fresh_output(page.form, demo)
+    for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
+        fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo
 
 
@@ -112,12 +114,13 @@ def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
         print(words.text("page.refuse_host", lang, host=host, env=PASSWORD_ENV, user_env=USER_ENV), file=sys.stderr)
         return 2
     auth = (os.environ.get(USER_ENV, "zeroboard"), password) if password else None
+    os.environ.setdefault(workspace.WORKSPACE_ENV, os.getcwd())  # the processes it starts confine to the same roots
     ensure_demo_model()
     demo = build_app()
     try:
         # no demo.queue(): it would build the server app once more (~0.2 s of a 3 s start budget)
         demo.launch(server_name=host, server_port=port, auth=auth, css=CSS, show_error=True, ssr_mode=False,
-                    footer_links=[], quiet=False)
+                    footer_links=[], quiet=False, run_history=False)
     except OSError as e:
         why = words.text("page.port_in_use", lang) if "empty port" in str(e) else str(e)
         print(words.text("page.cannot_serve", lang, host=host, port=port, why=why), file=sys.stderr)
