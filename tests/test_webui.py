@@ -362,3 +362,14 @@ def test_cli_passes_host_and_port(monkeypatch):
     assert cli.main(["webui", "--host", "127.0.0.1", "--port", "7999"]) == 0
     assert seen == {"host": "127.0.0.1", "port": 7999}
     assert os.environ.get("GRADIO_ANALYTICS_ENABLED") == "False"
+
+
+def test_the_run_list_accepts_only_registered_runs(gr, manager, tmp_path):
+    from zeroboard.webui import app
+
+    demo = app.build_app(manager, gpus=[])
+    pick = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_pick")
+    assert pick("/etc", {"run_dir": None}) == {"run_dir": None}  # typed in: ignored
+    (tmp_path / "run").mkdir()
+    run = register(manager, JobState(run_dir=str(tmp_path / "run"), status="finished"))
+    assert pick(run.run_dir, {"run_dir": None}) == {"run_dir": run.run_dir}

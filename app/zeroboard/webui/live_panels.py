@@ -185,7 +185,8 @@ def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo
         return gr.update(choices=run_choices(live), value=run_dir), {**state, "run_dir": run_dir}
 
     def on_pick(run_dir, state):
-        if not run_dir or run_dir == state.get("run_dir"):
+        # only a run of this page's index: a folder typed into the box is never shown, written or signalled
+        if not run_dir or run_dir == state.get("run_dir") or not live.manager.is_registered(run_dir):
             return state
         return {**state, "run_dir": run_dir}
 
