@@ -177,6 +177,8 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
 
 def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, page, workdir):
     open_page(page, server)
+    page.wait_for_selector("body[data-zb-loaded='1']", state="attached")  # the form shows the last run's job
+    choose(page, "deepspeed_stage", "none")
     fill(page, "learning_rate", 7)
     page.locator("#zb-offload input[type=checkbox]").check()  # offload without a DeepSpeed stage
     page.locator("#zb-preview").click()

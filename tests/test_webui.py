@@ -326,8 +326,7 @@ def test_memory_panel_rows_for_gpus_and_for_cpu():
     cpu.ranks = [{"rank": 0, "pid": 1, "rss_bytes": 300 << 20}]
     assert monitor.process_rows(cpu, {0: {"rss_peak_bytes": 400 << 20}}) == [
         ["cpu", 1, 0, "zeroboard.training.train", "300 MiB", "400 MiB"]]
-    assert {r["series"] for r in monitor.history_rows([cpu])} == {"host RAM", "job (all ranks)"}
-    assert {r["series"] for r in monitor.history_rows([cpu], "zh")} == {"主机内存", "任务(所有进程)"}
+    assert {r["series"] for r in monitor.history_rows([cpu])} == {monitor.HOST_SERIES, monitor.JOB_SERIES}
     mon = monitor.Monitor(detect=lambda with_processes=False: [])
     assert mon.sample(None) is mon.sample(None)  # one sample per interval however many pages ask
 

@@ -22,6 +22,7 @@ from .. import workspace
 from ..job import record
 from ..runs import manager as runmgr
 from ..runs.state import JobState
+from ..runs.supervisor import SIGNAL_REPORT, TRACEBACK, drop_signal_report
 from ..words import default_lang, text, tr
 from . import jobs
 
@@ -79,12 +80,23 @@ def exit_status(st: JobState, signals: Signals) -> int:
 
 def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Terminal, lang: str) -> int:
     """Print the run's log as it grows until it ends; stop it on a signal and wait until that is verified."""
-    log = record.Tail(Path(st.run_dir) / record.LOG_FILE)
-    log.offset = st.log_offset
+    log = record.Tail(Path(st.run_dir) / record.LOG_FILE, st.log_offset)
     asked = False
-    while True:
-        for line in log.read_lines():
+    held: list[str] = []  # after a stop is asked: a traceback block, held until we know it is the stop's report
+
+    def show(lines: list[str]) -> None:
+        for line in lines:
+            if asked and (held or line.lstrip().startswith(TRACEBACK)):
+                held.append(line + "\n")
+                if SIGNAL_REPORT in line:  # torchrun reporting our SIGTERM: one note, not a traceback
+                    for kept in drop_signal_report(held) or held:
+                        term.out(kept.rstrip("\n"))
+                    held.clear()
+                continue
             term.out(line)
+
+    while True:
+        show(log.read_lines())
         if signals.got and not asked:
             asked = True
             name = signal.Signals(signals.got[0]).name
@@ -92,8 +104,12 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
             mgr.abort(st.run_dir)
         current = mgr.state(st.run_dir) or st
         if not current.active:
-            for line in log.read_lines(None):
-                term.out(line)
+            if log.restarted:  # the log was rewritten at the end (the stop's report trimmed): nothing new in it
+                log.read_lines(None)
+            else:
+                show(log.read_lines(None))
+            for line in held:  # a traceback that was not the stop's: it is the job's own
+                term.out(line.rstrip("\n"))
             term.out(text("cli.ended", lang, status=text(f"status.{current.status}", lang),
                           message=tr(current.message, lang)), err=True)
             return exit_status(current, signals)

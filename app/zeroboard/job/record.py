@@ -61,20 +61,27 @@ class EventWriter:
 
 
 class Tail:
-    """Reads new complete lines of a growing file, remembering its offset."""
+    """Reads new complete lines of a growing file, remembering its offset.
 
-    def __init__(self, path: str | Path):
+    A file replaced by a new one (another inode: the supervisor rewrites the launcher log once a run is over)
+    or truncated is read again from ``start``; ``restarted`` says so, so a reader can drop what it kept.
+    """
+
+    def __init__(self, path: str | Path, start: int = 0):
         self.path = Path(path)
-        self.offset = 0
+        self.start = self.offset = start
         self._partial = b""
+        self._inode: int | None = None
+        self.restarted = False
 
     def read_lines(self, max_bytes: int | None = 4 << 20) -> list[str]:
         """New complete lines since the last call; at most ``max_bytes`` (None: all) are read."""
         try:
             with self.path.open("rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < self.offset:  # truncated or replaced: start over
-                    self.offset, self._partial = 0, b""
+                st = os.fstat(fh.fileno())
+                if st.st_size < self.offset or (self._inode is not None and st.st_ino != self._inode):
+                    self.offset, self._partial, self.restarted = min(self.start, st.st_size), b"", True
+                self._inode = st.st_ino
                 fh.seek(self.offset)
                 chunk = fh.read(-1 if max_bytes is None else max_bytes)
         except FileNotFoundError:

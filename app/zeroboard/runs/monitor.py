@@ -18,7 +18,6 @@ import psutil
 
 from ..job import devices
 from ..job.command import TRAINER_MODULE
-from ..words import text
 from . import processes
 from .state import JobState
 
@@ -127,12 +126,15 @@ def host_text(s: Sample) -> str:
     return f"{h['used_bytes'] / GiB:.1f} / {h['total_bytes'] / GiB:.1f} GiB" if h else ""
 
 
-def history_rows(samples: list[Sample], lang: str = "en") -> list[dict]:
+HOST_SERIES, JOB_SERIES = "RAM", "RSS"  # host RAM used; the job's ranks' RSS, summed
+
+
+def history_rows(samples: list[Sample]) -> list[dict]:
     """Long-format rows (seconds, series, MiB): one line per GPU, or host RAM plus the job's total RSS.
 
-    The set of series is fixed per machine (gradio 6's LinePlot keeps the colour
-    domain of its first value, so a series that appears later would not be drawn);
-    per-rank figures are in the process table.
+    The set of series is fixed per machine and its names are the same in every language (gradio 6's
+    LinePlot keeps the colour domain of its first value, so a series named anew later would not be
+    drawn); the legend's title says what they are.  Per-rank figures are in the process table.
     """
     if not samples:
         return []
@@ -143,7 +145,6 @@ def history_rows(samples: list[Sample], lang: str = "en") -> list[dict]:
         if s.gpus:
             rows += [{"seconds": t, "series": f"GPU {g['index']}", "MiB": g["used_bytes"] / MiB} for g in s.gpus]
         else:
-            rows.append({"seconds": t, "series": text("series_host", lang), "MiB": s.host["used_bytes"] / MiB})
-            rows.append({"seconds": t, "series": text("series_job", lang),
-                         "MiB": sum(r["rss_bytes"] for r in s.ranks) / MiB})
+            rows.append({"seconds": t, "series": HOST_SERIES, "MiB": s.host["used_bytes"] / MiB})
+            rows.append({"seconds": t, "series": JOB_SERIES, "MiB": sum(r["rss_bytes"] for r in s.ranks) / MiB})
     return rows

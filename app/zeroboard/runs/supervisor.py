@@ -108,7 +108,9 @@ class Supervisor:
         cause = self.disk_error or (_disk_problem(self.run) if code not in (0, None) and not st.abort_requested else None)
         outcome.conclude(st, code, evs_done, cause)
         if st.status == "aborted" and stop_at is not None:
-            _drop_signal_report(self.run / record.LOG_FILE, stop_at)
+            self.log.close()
+            _rewrite_log(self.run / record.LOG_FILE, stop_at)
+            self.log = open(self.run / record.LOG_FILE, "ab", buffering=0)  # noqa: SIM115 - the new file
         self.note(say("run.ended", message=st.message, how=outcome.exit_text(code)))
         self.finish()
         return 0
@@ -200,24 +202,24 @@ def _disk_problem(run: Path) -> Msg | None:
     return None
 
 
-def _drop_signal_report(log_path: Path, start: int) -> None:
-    """After an abort, torchrun's traceback for the stop signal (a SignalException) is replaced by one line.
+def drop_signal_report(lines: list[str]) -> list[str] | None:
+    """The lines without torchrun's traceback for the stop signal (a SignalException), one note in its place;
+    None when there is none.  It is torchrun reporting the SIGTERM we sent, not a crash, yet it reads like one."""
+    end = max((i for i, ln in enumerate(lines) if SIGNAL_REPORT in ln), default=None)
+    if end is None:
+        return None
+    begin = max((i for i, ln in enumerate(lines[:end]) if ln.lstrip().startswith(TRACEBACK)), default=end)
+    return lines[:begin] + [f"[zeroboard] {say('run.signal_report')}\n"] + lines[end + 1:]
 
-    It is torchrun reporting the SIGTERM we sent, not a crash, yet it reads like one at the end of the log.
-    """
+
+def _rewrite_log(log_path: Path, start: int) -> None:
+    """Drop the stop's report from the log, as a new file put in place whole (readers see a new file and reread)."""
     try:
-        with log_path.open("r+b") as fh:
-            fh.seek(start)
-            lines = fh.read().decode("utf-8", errors="replace").splitlines(keepends=True)
-            end = max((i for i, ln in enumerate(lines) if SIGNAL_REPORT in ln), default=None)
-            if end is None:
-                return
-            begin = max((i for i, ln in enumerate(lines[:end]) if ln.lstrip().startswith(TRACEBACK)),
-                        default=end)
-            kept = lines[:begin] + [f"[zeroboard] {say('run.signal_report')}\n"] + lines[end + 1:]
-            fh.seek(start)
-            fh.truncate()
-            fh.write("".join(kept).encode())
+        data = log_path.read_bytes()
+        head, tail = data[:start], data[start:].decode("utf-8", errors="replace").splitlines(keepends=True)
+        kept = drop_signal_report(tail)
+        if kept is not None:
+            files.write_bytes_atomic(log_path, head + "".join(kept).encode())
     except OSError:
         pass
 

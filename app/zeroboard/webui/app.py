@@ -13,7 +13,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import form as formmod, live_panels, train_page
+from . import attach, form as formmod, live_panels, train_page
 from .live import Live
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -63,7 +63,7 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
         train_page.wire_train(page, manager, gpus, session, lang_radio)
         live_panels.wire_live(panels, live, session, lang_radio, demo)
         wire_language(page.form, panels, title, lang_radio)
-        wire_fresh_output(page.form, demo)
+        attach.wire_attach(page, manager, session, lang_radio, demo)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo
@@ -74,23 +74,14 @@ def wire_language(form: formmod.Form, panels: live_panels.LivePanels, title: gr.
 
     def relabel(lang: str):
         out = formmod.relabel(form, lang)
-        out += [gr.update(**{prop: words.label(key, lang)}) for key, (_, prop) in texts.items() if key not in form.texts]
+        out += [formmod.text_update(key, target, lang) for key, target in texts.items() if key not in form.texts]
         out.append(gr.update(label=words.label("device_count", lang), info=words.label("device_count_info", lang)))
         return [*out, f"## {words.label('title', lang)}", gr.update(label=words.label("lang", lang))]
 
     outputs = formmod.relabel_outputs(form) + [b for k, (b, _) in texts.items() if k not in form.texts]
-    radio.change(relabel, [radio], [*outputs, form.device_count, title, radio], show_progress="hidden")
-
-
-def wire_fresh_output(form: formmod.Form, demo: gr.Blocks) -> None:
-    """On each page load, an output dir that an earlier run has since filled is replaced by a free one."""
-    def on_load(current: str):
-        job = spec.JobSpec(output_dir=current or "runs/demo")
-        return fresh_output_dir(job).output_dir
-
-    loaded = demo.load(on_load, [form.fields["output_dir"]], [form.fields["output_dir"]], show_progress="hidden")
-    # a mark on the page once the form is settled: tests and the screenshot tool wait for it, not for a while
-    loaded.then(None, js="() => { document.body.dataset.zbLoaded = '1'; }")
+    relabelled = radio.change(relabel, [radio], [*outputs, form.device_count, title, radio], show_progress="hidden")
+    # a mark on the page once every label is in the new language: tests and the screenshot tool wait for it
+    relabelled.then(None, [radio], None, js="(lang) => { document.body.dataset.zbLang = lang; }", show_progress="hidden")
 
 
 def ensure_demo_model() -> None:

@@ -32,7 +32,8 @@ DEVICE_MAIN = ("gpu_ids", "num_processes", "deepspeed_stage", "offload")  # the 
 @dataclass
 class Form:
     fields: dict[str, gr.components.Component] = field(default_factory=dict)  # spec field -> widget
-    texts: dict[str, tuple[gr.blocks.Block, str]] = field(default_factory=dict)  # page word -> (block, property)
+    # page word -> (block, property), or (block, {property: page word}) for a block with several words (a chart)
+    texts: dict[str, tuple[gr.blocks.Block, str | dict[str, str]]] = field(default_factory=dict)
     device_count: gr.Number | None = None
 
     @property
@@ -138,9 +139,16 @@ def relabel(form: Form, lang: str) -> list:
     """Label updates for every field and page word, in the order of ``relabel_outputs``."""
     out = [gr.update(label=words.label(n, lang), **({"info": words.help_text(n, lang)} if has_info(c) else {}))
            for n, c in form.fields.items()]
-    for key, (_, prop) in form.texts.items():
-        out.append(gr.update(**{prop: words.label(key, lang)}))
+    for key, target in form.texts.items():
+        out.append(text_update(key, target, lang))
     return out
+
+
+def text_update(key: str, target: tuple, lang: str):
+    """The update that says a page word (or each of a block's words) in ``lang``."""
+    _, prop = target
+    props = prop if isinstance(prop, dict) else {prop: key}
+    return gr.update(**{p: words.label(k, lang) for p, k in props.items()})
 
 
 def relabel_outputs(form: Form) -> list:

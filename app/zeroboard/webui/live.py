@@ -31,10 +31,8 @@ class RunReader:
     def __init__(self, state: JobState):
         self.run_dir = Path(state.run_dir)
         self.output = state.output
-        self.events = events.Tail(self.output / events.EVENTS_FILE)
-        self.events.offset = state.events_offset
-        self.log = events.Tail(self.run_dir / events.LOG_FILE)
-        self.log.offset = state.log_offset
+        self.events = events.Tail(self.output / events.EVENTS_FILE, state.events_offset)
+        self.log = events.Tail(self.run_dir / events.LOG_FILE, state.log_offset)
         self.lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
         self.log_version = 0  # lines read so far
         self.start: dict | None = None
@@ -46,6 +44,9 @@ class RunReader:
     def poll(self) -> None:
         with self._lock:
             new = self.log.read_lines()
+            if self.log.restarted:  # the log was rewritten once the run ended (the stop's report trimmed)
+                self.lines.clear()
+                self.log.restarted = False
             self.lines.extend(new)
             self.log_version += len(new)
             for e in events.parse(self.events.read_lines()):
@@ -168,7 +169,8 @@ def memory_vs_plan_markdown(cmp: dict | None, lang: str) -> str:
 def final_markdown(state: JobState | None, lang: str) -> str:
     if state is None or state.active:
         return ""
-    parts = [f"**{words.status(state.status, lang)}**: {html.escape(words.tr(state.message, lang))}"]
+    said, message = words.status(state.status, lang), words.tr(state.message, lang)
+    parts = [f"**{said}**" + (f": {html.escape(message)}" if message and message != said else "")]
     if state.exit_code is not None:
         parts.append(f"{words.label('exit_code', lang)}: `{state.exit_code}`")
     if state.status == "failed" and state.failed_rank is not None:
@@ -202,7 +204,7 @@ class Live:
         sample = self.monitor.sample(state)
         host = f"{words.label('host_ram', lang)}: {monitor.host_text(sample)}"
         snap = Snapshot(run_dir, gpu_rows=monitor.gpu_rows(sample), host=host,
-                        history=monitor.history_rows(self.monitor.history(), lang), sample_time=sample.time, lang=lang)
+                        history=monitor.history_rows(self.monitor.history()), sample_time=sample.time, lang=lang)
         if state is None:
             snap.status_md = status_html(None, lang)
             snap.proc_rows = monitor.process_rows(sample)

@@ -74,12 +74,14 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
         status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
     progress = gr.HTML(elem_id="zb-progress")
     with gr.Row():
-        loss = gr.LinePlot(_frame([], ["step", "loss"]), x="step", y="loss", label=t("loss"), height=220, elem_id="zb-loss")
-        lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), height=220, elem_id="zb-lr")
-        tps = gr.LinePlot(_frame([], ["step", "tokens/s"]), x="step", y="tokens/s", label=t("tps"), height=220,
-                          elem_id="zb-tps")
+        loss = gr.LinePlot(_frame([], ["step", "loss"]), x="step", y="loss", label=t("loss"), x_title=t("axis_step"),
+                           y_title=t("loss"), height=220, elem_id="zb-loss")
+        lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), x_title=t("axis_step"),
+                         y_title=t("lr"), height=220, elem_id="zb-lr")
+        tps = gr.LinePlot(_frame([], ["step", "tokens/s"]), x="step", y="tokens/s", label=t("tps"), x_title=t("axis_step"),
+                          y_title=t("tps"), height=220, elem_id="zb-tps")
     log = gr.Textbox(label=t("logs"), lines=16, max_lines=16, autoscroll=True, interactive=False, elem_id="zb-log")
-    log.change(None, js=STICK_TO_BOTTOM)
+    log.change(None, js=STICK_TO_BOTTOM, show_progress="hidden")
     download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
     with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
         gpu_table = gr.Dataframe(headers=words.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
@@ -87,14 +89,17 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
         with gr.Row():
             procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs",
                                  scale=2)
-            first = monitor.history_rows([monitor.take_sample(None)], lang)  # every series, so each gets drawn
+            first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
             history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
-                                  label=t("history"), height=220, scale=3, elem_id="zb-history")
+                                  label=t("history"), x_title=t("axis_seconds"), y_title="MiB", color_title=t("axis_series"),
+                                  height=220, scale=3, elem_id="zb-history")
         mem_plan = gr.Markdown(elem_id="zb-mem-vs-plan")
     final = gr.Markdown(elem_id="zb-final")
     check = output_panel.render_output_check(lang)
-    texts.update(run=(run, "label"), loss=(loss, "label"), lr=(lr, "label"), tps=(tps, "label"), logs=(log, "label"),
-                 download_log=(download, "label"), processes=(procs, "label"), history=(history, "label"))
+    chart = lambda key: {"label": key, "x_title": "axis_step", "y_title": key}  # noqa: E731
+    texts.update(run=(run, "label"), loss=(loss, chart("loss")), lr=(lr, chart("lr")), tps=(tps, chart("tps")),
+                 logs=(log, "label"), download_log=(download, "label"), processes=(procs, "label"),
+                 history=(history, {"label": "history", "x_title": "axis_seconds", "color_title": "axis_series"}))
     texts["memory" if gpus else "memory_cpu"] = (mem, "label")
     if gpu_table is not None:
         texts["gpus"] = (gpu_table, "label")

@@ -106,7 +106,8 @@ def wire_output_check(p: OutputPanel, manager: JobManager, session: gr.State, la
             yield message, next_dir if next_dir else gr.skip()
         return on_export
 
-    io = dict(show_progress="minimal")
+    # our own "working" message says it; gradio's tracker would end by showing an untranslated key (common.complete)
+    io = dict(show_progress="hidden")
     p.reload.click(on_reload, [session, p.prompts, lang], [p.answers, p.message, p.report], **io)
     lang.change(on_lang, [p.report, lang], [p.answers], show_progress="hidden")
     p.consolidate.click(exporter("consolidate"), [session, p.consolidate_dir, lang], [p.message, p.consolidate_dir], **io)

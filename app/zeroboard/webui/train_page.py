@@ -29,6 +29,7 @@ class TrainPage:
     start: gr.Button
     abort: gr.Button
     save_stop: gr.Button
+    new_job: gr.Button  # shown while the form shows a running job (read-only): edit a copy
     args_path: gr.Textbox
     message: gr.Markdown
     command: gr.HTML
@@ -46,6 +47,7 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
             data_preview = gr.Markdown(elem_id="zb-data-preview")
             f.texts["preview_data"] = (preview_data, "value")
     with gr.Row():
+        new_job = gr.Button(words.label("new_job", lang), visible=False, elem_id="zb-new-job")
         preview = gr.Button(words.label("preview", lang), elem_id="zb-preview")
         save = gr.Button(words.label("save", lang), elem_id="zb-save")
         load = gr.Button(words.label("load", lang), elem_id="zb-load")
@@ -53,7 +55,7 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         save_stop = gr.Button(words.label("save_stop", lang), elem_id="zb-save-stop")
         abort = gr.Button(words.label("abort", lang), variant="stop", elem_id="zb-abort")
     for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort),
-                     ("save_stop", save_stop)):
+                     ("save_stop", save_stop), ("new_job", new_job)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
         if section == "devices":
@@ -64,12 +66,12 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
             args_path = gr.Textbox("runs/saved/job.yaml", label=words.label("args_path", lang), elem_id="zb-args-path")
             f.texts["args_path"] = (args_path, "label")
     message = gr.Markdown(elem_id="zb-message")
-    command = gr.HTML(label=words.label("command", lang), elem_id="zb-command")
+    command = gr.HTML(label=words.label("command", lang), show_label=True, container=True, elem_id="zb-command")
     ds_json = gr.Code(language="json", label=words.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
-    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, args_path, message,
-                     command, ds_json, plan)
+    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, new_job, args_path,
+                     message, command, ds_json, plan)
 
 
 def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpec, lang: str,
@@ -100,11 +102,22 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
         checked = handlers.check(values, gpus)
         port = checked.command.master_port if checked.ok else None
-        return [*shown(checked, lang_value, handlers.report_markdown(checked, lang_value)), {**state, "port": port}]
+        return [*shown(checked, lang_value, handlers.report_markdown(checked, lang_value)),
+                {**state, "port": port, "marked": bool(checked.errors)}]
+
+    def on_edit(*args):
+        """A field changed while some are marked: check again, so a fixed field loses its mark at once."""
+        values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
+        if not state.get("marked"):
+            return [gr.skip()] * (len(checked_outputs) + 1)
+        checked = handlers.check(values, gpus)
+        return [*shown(checked, lang_value, handlers.report_markdown(checked, lang_value)),
+                {**state, "marked": bool(checked.errors), "port": None}]
 
     def on_start(*args):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
         checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"), lang=lang_value)
+        state = {**state, "marked": bool(checked.errors)}
         if job is not None:
             state = {**state, "run_dir": job.run_dir, "port": None}
         return [*shown(checked, lang_value, message), state]
@@ -133,6 +146,8 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
+    gr.on([c.change for c in f.inputs], on_edit, [*f.inputs, lang, session], [*checked_outputs, session],
+          trigger_mode="always_last", **io)
     page.abort.click(on_abort, [session, lang], [page.message], **io)
     page.save_stop.click(lambda state, lang_value: handlers.save_and_stop(manager, state.get("run_dir"), lang_value),
                          [session, lang], [page.message], **io)

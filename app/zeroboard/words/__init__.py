@@ -147,3 +147,26 @@ def status(key: str, lang: str = DEFAULT) -> str:
 def headers(key: str, lang: str = DEFAULT) -> list[str]:
     """A table's column headers."""
     return _pick(f"headers.{key}", lang).split("|")
+
+
+def accepted(header: str | None) -> str | None:
+    """The first supported language of an Accept-Language header (by its q weights), or None."""
+    weighted = []
+    for i, part in enumerate((header or "").split(",")):
+        code, _, q = part.strip().partition(";q=")
+        try:
+            weight = float(q) if q else 1.0
+        except ValueError:
+            weight = 0.0
+        if code and lang_of(code) == code.strip().lower().replace("_", "-").split("-")[0]:
+            weighted.append((-weight, i, lang_of(code)))
+    return min(weighted)[2] if weighted else None
+
+
+def pick_lang(query: str | None, stored: str | None, env: str | None, accept: str | None) -> str:
+    """The page's language: ?lang= in the URL, then the reader's own earlier choice, then $ZEROBOARD_LANG, then the
+    browser's language, then English."""
+    for value in (query, stored, env):
+        if value and lang_of(value) == value.strip().lower().split("-")[0]:
+            return lang_of(value)
+    return accepted(accept) or DEFAULT

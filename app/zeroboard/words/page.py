@@ -179,4 +179,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "save_stop": ("Save and stop", "保存并停止"),
     "page.saving": ("Saving {run} at its next logged step (a checkpoint and the result), then it stops as finished.",
                     "{run} 将在下一个记录日志的步骤保存(检查点和结果),然后作为已完成停止。"),
+    "new_job": ("New job from these settings", "用这些设置新建任务"),
+    "axis_step": ("step", "步数"),
+    "axis_seconds": ("seconds", "秒"),
+    "axis_series": ("memory (RAM: host, RSS: job)", "内存(RAM:主机,RSS:任务)"),
 }

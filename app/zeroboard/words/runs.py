@@ -122,8 +122,5 @@ WORDS: dict[str, tuple[str, str]] = {
         "权重:{precision}(DeepSpeed ZeRO-{stage} 保留 fp32 主权重)",
     ),
     "train.weights_ds_fp32": ("weights: fp32 (DeepSpeed ZeRO-{stage}, no 16-bit copy)", "权重:fp32(DeepSpeed ZeRO-{stage},没有 16 位副本)"),
-    # the live panels' series
-    "series_host": ("host RAM", "主机内存"),
-    "series_job": ("job (all ranks)", "任务(所有进程)"),
     "run.finished_early": ("finished early, as asked: saved at step {step} of {total}", "按要求提前结束:在第 {step} 步(共 {total} 步)保存"),
 }
