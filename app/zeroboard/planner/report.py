@@ -102,8 +102,9 @@ def _activations(plan: Plan, lang: str) -> str:
     return (text("plan.act", lang, tokens=s.tokens, layers=plan.model.layers, per=f"{d['per_token_per_layer']:,}",
                  layers_gib=gib(d["layers"]))
             + (text("plan.act_ckpt", lang) if s.checkpointing else "")
-            + text("plan.act_loss", lang, loss_gib=gib(d["other"] + d["loss_temporaries"]))
-            + (text("plan.act_autocast", lang, gib=gib(d["autocast_weight_copies"])) if d["autocast_weight_copies"] else "")
+            + text("plan.act_loss_fused" if s.fused_loss else "plan.act_loss", lang,
+                   loss_gib=gib(max(d["loss_forward"], d["loss_backward"])))
+            + (text("plan.act_autocast", lang, gib=gib(d["copies_forward"])) if d["copies_forward"] else "")
             + text("plan.act_end", lang))
 
 

@@ -19,6 +19,8 @@ GATED = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
          "cohere", "internlm2", "yi", "deepseek_v2_lite_dense", "smollm3", "phi3", "glm", "helium", "ministral"}
 PLAIN = {"gpt2", "gpt_neox", "gpt_bigcode", "phi", "opt", "gptj", "starcoder2", "falcon"}
 FAMILIES = sorted(GATED | PLAIN)
+QK_NORM = {"qwen3", "gemma3_text", "olmo2"}
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ModelShape:
     positions: int = 0  # learned position embeddings (gpt2, opt)
     extra_layer_params: int = 0  # norms, q/k norms
     checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
+    qk_norm: bool = False  # q and k normalized per head before RoPE (qwen3, gemma3, olmo2)
+    rotary: bool = True  # RoPE: cos and sin per token (not gpt2, gpt_bigcode, opt: learned positions)
+    source: str = ""  # where config.json came from: a folder, the Hugging Face cache, or a download
 
     @property
     def layer_params(self) -> int:
@@ -156,7 +161,8 @@ def shape_from_config(cfg: dict) -> ModelShape:
         extra = 4 * h  # two LayerNorms with bias
         gated, rms = False, False
     tied = bool(cfg.get("tie_word_embeddings", tied_default))
-    shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra)
+    shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra,
+                       qk_norm=mt in QK_NORM, rotary=mt not in LEARNED_POSITIONS)
     return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
 
 

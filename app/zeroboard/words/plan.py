@@ -66,6 +66,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "end of the forward pass (all activations kept for backward, loss being computed)",
         "前向结束时(为反向保存了全部激活,正在计算 loss)",
     ),
+    "plan.phase.backward": (
+        "start of the backward pass (activations still kept, the loss's gradients and the reduce buckets allocated)",
+        "反向开始时(激活仍在,loss 的梯度与 reduce bucket 已分配)",
+    ),
     "plan.phase.step": ("optimizer step (all gradients alive, activations freed)", "优化器更新时(所有梯度都在,激活已释放)"),
     "plan.act": (
         "\nActivations: {tokens} tokens x {layers} layers x {per} bytes = {layers_gib} GiB in the layers",
@@ -73,8 +77,12 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "plan.act_ckpt": (" (checkpointed: each layer's input plus one layer)", "(梯度检查点:每层只保存输入,外加一层)"),
     "plan.act_loss": (
-        ", {loss_gib} GiB around the loss (fp32 logits, T x V x 4 bytes)",
-        ";loss 附近 {loss_gib} GiB(fp32 logits,T × V × 4 字节)",
+        ", {loss_gib} GiB around the loss (16-bit logits, their fp32 copy and log-softmax: 10-12 x T x V bytes)",
+        ";loss 附近 {loss_gib} GiB(16 位 logits、其 fp32 副本与 log-softmax:10-12 × T × V 字节)",
+    ),
+    "plan.act_loss_fused": (
+        ", {loss_gib} GiB in the fused loss (no logits: its input and head gradients, one chunk of logits at a time)",
+        ";融合 loss 中 {loss_gib} GiB(不生成完整 logits:输入梯度与输出层梯度,每次只算一块 logits)",
     ),
     "plan.act_autocast": (", {gib} GiB of 16-bit weight copies kept by autocast", ";autocast 保留的 16 位权重副本 {gib} GiB"),
     "plan.act_end": (".", "。"),
