@@ -452,6 +452,8 @@ def run_rows(rows: list[tuple], a, out_path: Path) -> list[dict]:
 
 
 def summary(r: dict, sealed: str = "") -> str:
+    if r.get("invalid"):
+        return f"{r['model']:<15}{r['seq']:>5}{r['micro_batch']:>4} {r['config']:<20} INVALID (see the row's 'invalid')"
     if r.get("set") == sealed:
         return f"{r['model']:<15}{r['seq']:>5}{r['micro_batch']:>4} {r['config']:<20} " + (
             "done (sealed)" if "torch_peak_gib" in r else f"FAILED {str(r.get('failure'))[-300:]!r}")
@@ -470,8 +472,9 @@ def print_table(rows: list[dict], sealed: str = "") -> None:
     for r in rows:
         print(summary(r, sealed))
     for name in {"calibration", "heldout"} - {sealed}:
-        errs = [r["error"] for r in rows if r.get("set") == name and isinstance(r.get("error"), float)]
-        nerr = [r["needed_error"] for r in rows if r.get("set") == name and isinstance(r.get("needed_error"), float)]
+        ok = [r for r in rows if r.get("set") == name and not r.get("invalid")]
+        errs = [r["error"] for r in ok if isinstance(r.get("error"), float)]
+        nerr = [r["needed_error"] for r in ok if isinstance(r.get("needed_error"), float)]
         if errs:
             print(f"{name}: {len(errs)} rows; allocator error {min(errs):+.1%} .. {max(errs):+.1%} "
                   f"(|error| <= 10%: {sum(abs(e) <= 0.10 for e in errs)}/{len(errs)}); needed vs NVML "

@@ -132,8 +132,8 @@ def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half:
     # reuse/2 of the forward pass; the 1.1 B Llama's offload runs (benchmarks/results/h200.json) hold ~reuse.
     live = min(psi - small, reuse)
     live += int(0.9 * shape.hidden * shape.hidden)  # the prefetch bucket ("auto": 0.9 H²)
-    if s.offload_param or n > 1:  # on one GPU a gathered parameter is its own partition
-        out.live_params = half * live * (1 if s.offload_param else n - 1) // (1 if s.offload_param else n)
+    if s.offload_param or n > 1:  # on one GPU a gathered parameter is its own partition; else a new whole buffer
+        out.live_params = half * live
     head_trains = not lora or "lm_head" in s.lora_target
     if head_trains:  # a parameter larger than the bucket keeps its whole 16-bit gradient until it is reduced
         out.head_grad = half * shape.vocab * shape.hidden
