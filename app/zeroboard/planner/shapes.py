@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..job.checks import HUB_ID
 from ..words import say
 
 
@@ -51,7 +52,8 @@ class ModelShape:
     checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
     qk_norm: bool = False  # q and k normalized per head before RoPE (qwen3, gemma3, olmo2)
     rotary: bool = True  # RoPE: cos and sin per token (not gpt2, gpt_bigcode, opt: learned positions)
-    source: str = ""  # where config.json came from: a folder, the Hugging Face cache, or a download
+    source: str = ""  # where config.json came from when not a local folder: the Hugging Face cache, or a download
+    source_msg: object = field(default=None, compare=False, hash=False)  # the same, as a catalog message
 
     @property
     def layer_params(self) -> int:
@@ -170,6 +172,12 @@ def read_model(model_path: str | Path) -> ModelShape:
     """The shape of a local model folder, from its config.json (weights are never read)."""
     p = Path(model_path).expanduser()
     cfg_path = p / "config.json"
+    name = str(model_path)
+    if not p.exists() and HUB_ID.match(name) and not name.startswith((".", "/", "~")):
+        from .hub import hub_config
+
+        cfg, source = hub_config(name, PlanError)
+        return replace(shape_from_config(cfg), source=str(source), source_msg=source)
     if not cfg_path.is_file():
         hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))

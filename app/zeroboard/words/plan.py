@@ -16,6 +16,43 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "plan.hint_demo": ("build it with `zeroboard demo-model`", "先用 `zeroboard demo-model` 构建它"),
     "plan.hint_folder": ("point to a local model folder that holds config.json", "请指向含有 config.json 的本地模型目录"),
+    "plan.source.cache": (
+        "config.json of {repo} read from the local Hugging Face cache (nothing downloaded)",
+        "{repo} 的 config.json 读自本地 Hugging Face 缓存(未下载任何文件)",
+    ),
+    "plan.source.fetched": (
+        "config.json of {repo} fetched from {endpoint} (only that file; the weights are not downloaded)",
+        "{repo} 的 config.json 取自 {endpoint}(只下载这一个文件,不下载权重)",
+    ),
+    "plan.hub_offline": (
+        "{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set, so its config.json cannot be fetched ({why})",
+        "{repo} 不在本地 Hugging Face 缓存中,且设置了 HF_HUB_OFFLINE,无法获取它的 config.json({why})",
+    ),
+    "plan.hub_failed": (
+        "config.json of {repo} could not be fetched from {endpoint}: {why}; set HF_ENDPOINT for a mirror, or download the model",
+        "无法从 {endpoint} 获取 {repo} 的 config.json:{why};可用 HF_ENDPOINT 指定镜像,或先下载模型",
+    ),
+    "plan.fit_gpu_only": (
+        "finding a setting that fits is for GPUs: choose CUDA devices (NVML sees none here)",
+        "查找放得下的设置只针对 GPU:请选择 CUDA 设备(这里 NVML 看不到 GPU)",
+    ),
+    "plan.fit_head": (
+        "### Settings that fit, fastest first\nThe global batch stays {batch} sequences per optimizer step (micro-batch x accumulation x {n} devices).",
+        "### 放得下的设置(由快到慢)\n全局 batch 保持每次优化器更新 {batch} 条序列(micro-batch × 累积步数 × {n} 个设备)。",
+    ),
+    "plan.fit_cols": (
+        "| setting | micro-batch x accumulation | peak GiB | needed GiB | expected tokens/s | the step is mostly |",
+        "| 设置 | micro-batch × 累积 | 峰值 GiB | 需要 GiB | 预计 token/s | 每步主要花在 |",
+    ),
+    "plan.fit_none": ("**No setting fits on these devices.** The smallest needs {gib} GiB: {setting}.",
+                      "**这些设备上没有放得下的设置。** 最小的需要 {gib} GiB:{setting}。"),
+    "plan.fit_best": ("**Best: {setting}.** Command line: `{sets}`", "**最佳:{setting}。** 命令行:`{sets}`"),
+    "plan.fit_same": ("The job already uses the fastest setting that fits.", "任务已经在用放得下的最快设置。"),
+    "plan.why.compute": ("compute", "计算"),
+    "plan.why.recompute": ("recomputing the forward pass (checkpointing)", "重算前向(梯度检查点)"),
+    "plan.why.zero3": ("ZeRO-3 gathering the weights", "ZeRO-3 收集权重"),
+    "plan.why.offload": ("offload (CPU AdamW and copies)", "offload(CPU 上的 AdamW 与拷贝)"),
+    "plan.why.step": ("DeepSpeed's optimizer step", "DeepSpeed 的优化器更新"),
     "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
     "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
     "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
