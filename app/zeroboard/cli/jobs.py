@@ -76,9 +76,19 @@ def cmd_plan(args) -> int:
     lang = args.lang or default_lang()
     try:
         plan = planner.estimate(job)
+        choices = planner.fit(job) if args.fit else None
     except planner.PlanError as e:
         print(text("cli.plan_error", lang, why=tr(e.args[0], lang)), file=sys.stderr)
         return 2
+    if choices is not None:
+        fitting = [c for c in choices if c.fits is not False]
+        if args.json:
+            print(json.dumps([{**c.overrides(), "peak_bytes": c.plan.peak_bytes, "needed_bytes": c.plan.needed_bytes,
+                               "fits": c.fits, "tokens_per_s": round(c.tokens_per_s), "why": c.why} for c in choices],
+                             indent=2))
+        else:
+            print(report.fit_markdown(choices, lang).replace("**", ""))
+        return 0 if fitting else 1
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else report.plain(plan, lang))
     return 1 if plan.fits is False else 0
 
@@ -95,4 +105,5 @@ def add_commands(sub, lang: str) -> None:
     job_arguments(s, lang)
     s.add_argument("--json", action="store_true")
     s.add_argument("--lang", choices=["en", "zh"], help=text("cli.lang_help", lang))
+    s.add_argument("--fit", action="store_true", help=text("cli.fit_help", lang))
     s.set_defaults(fn=cmd_plan)

@@ -25,6 +25,11 @@ TRAINER_MODULE = "zeroboard.training.train"
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
 # that many hosts (and containers) lack, and NCCL then hangs at init.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
+# The CUDA allocator grows segments in place instead of caching blocks of every size it was asked for: what
+# NVML shows stays close to what torch allocates, so the planner's "needed" figure holds on any shape (with
+# fixed-size segments the gap was 1 to 7 GiB on the H200, depending on DeepSpeed and the sequence lengths).
+# A value the user set (even empty) is kept.
+ALLOC_ENV = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
 
 @dataclass
@@ -95,6 +100,8 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
     if use_gpu:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # same numbering as NVML and nvidia-smi
         env.update(NCCL_ENV)
+        if not any(k in os.environ for k in (*ALLOC_ENV, "PYTORCH_ALLOC_CONF")):
+            env.update(ALLOC_ENV)
         arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
         if arch and any(p.partition("+")[0].endswith(("a", "f")) for p in arch.replace(";", " ").split()):
             env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(arch)

@@ -117,6 +117,39 @@ def process_gpu_bytes(pid: int) -> int | None:
     return sum(found) if found else None
 
 
+def _handles(nv) -> list:
+    """NVML handles of every GPU, asked once per process (a handle lookup costs as much as a reading)."""
+    if "handles" not in _NVML:
+        try:
+            _NVML["handles"] = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+        except nv.NVMLError:
+            return []
+    return _NVML["handles"]
+
+
+def process_bytes_on(pid: int, indices: list[int] | None = None) -> int | None:
+    """What NVML charges ``pid`` on the GPUs ``indices`` (None: all), one NVML call per GPU; None if not seen.
+
+    The light reading for a sampler thread: no names, utilisation or totals, only the process table.
+    """
+    nv = _nvml()
+    if nv is None:
+        return None
+    handles = _handles(nv)
+    total, seen = 0, False
+    for i in range(len(handles)) if indices is None else indices:
+        if not 0 <= i < len(handles):
+            continue
+        try:
+            procs = nv.nvmlDeviceGetComputeRunningProcesses(handles[i])
+        except nv.NVMLError:
+            continue
+        for proc in procs:
+            if proc.pid == pid:
+                total, seen = total + int(proc.usedGpuMemory or 0), True
+    return total if seen else None
+
+
 def cpu_count() -> int:
     """Cores this process may use (respects affinity masks and cgroups' cpusets)."""
     try:

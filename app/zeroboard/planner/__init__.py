@@ -15,13 +15,14 @@ from dataclasses import replace
 
 from ..job import devices
 from ..job.spec import JobSpec
-from ..words import text, tr
-from . import advice
+from ..words import say, text, tr
+from . import advice, search as fitmod
 from .memory import CONTEXT, GIB, Plan, Setup, liger_on, plan_one, setup_of
 from .report import advice_text, render_markdown
 from .shapes import ModelShape, PlanError, read_model, shape_from_config
 
-__all__ = ["CONTEXT", "GIB", "ModelShape", "Plan", "PlanError", "Setup", "estimate", "read_model", "shape_from_config"]
+__all__ = ["CONTEXT", "GIB", "ModelShape", "Plan", "PlanError", "Setup", "estimate", "fit", "read_model",
+           "shape_from_config"]
 
 
 def _capacity(s: Setup, gpus: list[devices.Gpu], ids: list[int], host_available: int | None) -> int | None:
@@ -30,6 +31,15 @@ def _capacity(s: Setup, gpus: list[devices.Gpu], ids: list[int], host_available:
         return min((g.free_bytes for g in chosen), default=None)
     avail = host_available if host_available is not None else devices.host_memory()["available_bytes"]
     return avail // s.world
+
+
+def _setup(spec: JobSpec, gpus: list[devices.Gpu], shape: ModelShape, weights_16bit_without_ds: bool = False) -> Setup:
+    s = setup_of(spec, gpus)
+    liger = liger_on(spec, s, shape.model_type)
+    return replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
+                   pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger=liger and shape.rms_norm and shape.gated,
+                   eager_attention=spec.attn_implementation == "eager",
+                   fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
 
 
 def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_available: int | None = None,
@@ -42,11 +52,7 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     """
     gpus = devices.detect_gpus() if gpus is None else gpus
     shape = model or read_model(spec.model_name_or_path)
-    s = setup_of(spec, gpus)
-    liger = liger_on(spec, s, shape.model_type)
-    s = replace(s, weights_16bit_without_ds=weights_16bit_without_ds, pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed,
-                liger=liger and shape.rms_norm and shape.gated, eager_attention=spec.attn_implementation == "eager",
-                fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
+    s = _setup(spec, gpus, shape, weights_16bit_without_ds)
     ids = spec.gpu_ids or [g.index for g in gpus]
     plan = plan_one(shape, s)
     plan.capacity_bytes = _capacity(s, gpus, ids, host_available)
@@ -57,6 +63,21 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
         plan.advice = {"kind": "ram_does_not_fit"}
     plan.recommendation = advice_text(plan.advice)
     return plan
+
+
+def fit(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, model: ModelShape | None = None) -> list[fitmod.Choice]:
+    """Every stage x offload x micro-batch x checkpointing setting for the job's devices, fastest that fits first.
+
+    The global batch is kept: micro-batch x accumulation x devices stays what the job asks. A job with its own
+    DeepSpeed file is searched too (its file is what changes then: the caller says so). Raises PlanError.
+    """
+    gpus = devices.detect_gpus() if gpus is None else gpus
+    shape = model or read_model(spec.model_name_or_path)
+    s = _setup(spec, gpus, shape)
+    if s.device != "cuda":
+        raise PlanError(say("plan.fit_gpu_only"))
+    ids = spec.gpu_ids or [g.index for g in gpus]
+    return fitmod.search(shape, s, spec.gradient_accumulation_steps, _capacity(s, gpus, ids, None))
 
 
 def panel(spec: JobSpec | None, gpus: list[devices.Gpu], lang: str = "en") -> str:

@@ -7,7 +7,7 @@ numbers.
 
 from __future__ import annotations
 
-from ..words import text
+from ..words import text, tr
 from .advice import note_keys
 from .memory import GIB, Plan, act_mode, formula_of, setting_label
 
@@ -77,7 +77,8 @@ def _head(plan: Plan, lang: str) -> list[str]:
             + (text("plan.lora", lang, rank=s.lora_rank, trainable=count(plan.trainable)) if s.finetuning == "lora" else "")
             + text("plan.batch", lang, mode=mode, mb=s.micro_batch, seq=s.seq)
             + (text("plan.ckpt", lang) if s.checkpointing else ""))
-    return [text("plan.head", lang, setting=setting, n=s.world, devs=devs), line, ""]
+    source = [f"*{tr(plan.model.source_msg, lang)}*", ""] if plan.model.source_msg else []
+    return [text("plan.head", lang, setting=setting, n=s.world, devs=devs), line, "", *source]
 
 
 def _table(plan: Plan, lang: str) -> list[str]:
@@ -102,8 +103,9 @@ def _activations(plan: Plan, lang: str) -> str:
     return (text("plan.act", lang, tokens=s.tokens, layers=plan.model.layers, per=f"{d['per_token_per_layer']:,}",
                  layers_gib=gib(d["layers"]))
             + (text("plan.act_ckpt", lang) if s.checkpointing else "")
-            + text("plan.act_loss", lang, loss_gib=gib(d["other"] + d["loss_temporaries"]))
-            + (text("plan.act_autocast", lang, gib=gib(d["autocast_weight_copies"])) if d["autocast_weight_copies"] else "")
+            + text("plan.act_loss_fused" if s.fused_loss else "plan.act_loss", lang,
+                   loss_gib=gib(max(d["loss_forward"], d["loss_backward"])))
+            + (text("plan.act_autocast", lang, gib=gib(d["copies_forward"])) if d["copies_forward"] else "")
             + text("plan.act_end", lang))
 
 
@@ -136,3 +138,34 @@ def render_markdown(plan: Plan, lang: str = "en") -> str:
 def plain(plan: Plan, lang: str = "en") -> str:
     """Plain-terminal rendering (the markdown without emphasis)."""
     return render_markdown(plan, lang).replace("**", "")
+
+
+def set_flags(choice) -> str:
+    """A --fit choice as the command line's overrides."""
+    return " ".join(f"--set {k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in choice.overrides().items())
+
+
+def fit_markdown(choices: list, lang: str = "en", top: int = 5) -> str:
+    """The fastest settings that fit, with why each step takes its time, and the best one as --set overrides."""
+    if not choices:
+        return ""
+    c0 = choices[0]
+    s = c0.plan.setup
+    lines = [text("plan.fit_head", lang, batch=c0.micro_batch * c0.accumulation * s.world, n=s.world), "",
+             text("plan.fit_cols", lang), "|---|---|---:|---:|---:|---|"]
+    fitting = [c for c in choices if c.fits is not False][:top]
+    for c in fitting:
+        name = setting_label(c.stage, c.offload, c.offload and c.stage == "3", c.checkpointing, lang)
+        lines.append(f"| {name} | {c.micro_batch} x {c.accumulation} | {gib(c.plan.peak_bytes)} | "
+                     f"{gib(c.plan.needed_bytes)} | {c.tokens_per_s:,.0f} | {text(f'plan.why.{c.why}', lang)} |")
+    if not fitting:
+        small = min(choices, key=lambda c: c.plan.needed_bytes)
+        lines = lines[:1] + ["", text("plan.fit_none", lang, gib=gib(small.plan.needed_bytes),
+                                      setting=setting_label(small.stage, small.offload, small.offload and small.stage == "3",
+                                                            small.checkpointing, lang))]
+        return "\n".join(lines)
+    best = fitting[0]
+    lines += ["", text("plan.fit_best", lang, setting=setting_label(best.stage, best.offload, best.offload and
+                                                                   best.stage == "3", best.checkpointing, lang),
+                       sets=set_flags(best))]
+    return "\n".join(lines)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..job.checks import HUB_ID
 from ..words import say
 
 
@@ -19,6 +20,8 @@ GATED = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
          "cohere", "internlm2", "yi", "deepseek_v2_lite_dense", "smollm3", "phi3", "glm", "helium", "ministral"}
 PLAIN = {"gpt2", "gpt_neox", "gpt_bigcode", "phi", "opt", "gptj", "starcoder2", "falcon"}
 FAMILIES = sorted(GATED | PLAIN)
+QK_NORM = {"qwen3", "gemma3_text", "olmo2"}
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class ModelShape:
     positions: int = 0  # learned position embeddings (gpt2, opt)
     extra_layer_params: int = 0  # norms, q/k norms
     checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
+    qk_norm: bool = False  # q and k normalized per head before RoPE (qwen3, gemma3, olmo2)
+    rotary: bool = True  # RoPE: cos and sin per token (not gpt2, gpt_bigcode, opt: learned positions)
+    source: str = ""  # where config.json came from when not a local folder: the Hugging Face cache, or a download
+    source_msg: object = field(default=None, compare=False, hash=False)  # the same, as a catalog message
 
     @property
     def layer_params(self) -> int:
@@ -156,7 +163,8 @@ def shape_from_config(cfg: dict) -> ModelShape:
         extra = 4 * h  # two LayerNorms with bias
         gated, rms = False, False
     tied = bool(cfg.get("tie_word_embeddings", tied_default))
-    shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra)
+    shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra,
+                       qk_norm=mt in QK_NORM, rotary=mt not in LEARNED_POSITIONS)
     return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
 
 
@@ -164,6 +172,12 @@ def read_model(model_path: str | Path) -> ModelShape:
     """The shape of a local model folder, from its config.json (weights are never read)."""
     p = Path(model_path).expanduser()
     cfg_path = p / "config.json"
+    name = str(model_path)
+    if not p.exists() and HUB_ID.match(name) and not name.startswith((".", "/", "~")):
+        from .hub import hub_config
+
+        cfg, source = hub_config(name, PlanError)
+        return replace(shape_from_config(cfg), source=str(source), source_msg=source)
     if not cfg_path.is_file():
         hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))

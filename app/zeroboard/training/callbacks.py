@@ -13,6 +13,7 @@ import logging
 import os
 import resource
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -27,18 +28,67 @@ WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 log = logging.getLogger("zeroboard.train")
 
 
-_nvml_cache = {"at": 0.0, "peak": None}
+NVML_PERIOD_ENV = "ZEROBOARD_NVML_SAMPLE_S"  # seconds between NVML readings of this process; 0 turns the sampler off
+NVML_PERIOD = 0.1
 
 
-def nvml_peak(pid: int, every: float = 5.0) -> int | None:
-    """Peak of what NVML charges this process; asked at most every few seconds (an NVML query costs ms)."""
-    now = time.time()
-    if now - _nvml_cache["at"] >= every:
-        _nvml_cache["at"] = now
-        used = devices.process_gpu_bytes(pid)
+def _my_nvml_gpus() -> list[int] | None:
+    """NVML indices of the GPUs this rank can use: the launcher numbers CUDA_VISIBLE_DEVICES in PCI bus order,
+    as NVML does (None: look on every GPU)."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if not visible or not all(v.isdigit() for v in visible):
+        return None
+    mine = visible[LOCAL_RANK] if LOCAL_RANK < len(visible) and len(visible) > 1 else None
+    return [int(mine)] if mine is not None else [int(v) for v in visible]
+
+
+class NvmlSampler(threading.Thread):
+    """This process's NVML memory, read every ``period`` s by a daemon thread: the peak between two logs is caught.
+
+    What NVML charges a process is what the CUDA allocator has reserved plus the context, so it only falls
+    when the allocator gives memory back; a reading every 0.1 s misses at most the growth of the last tenth
+    of a second before the run ends, and :meth:`peak` takes one more reading when asked. An NVML call
+    releases the GIL while the driver answers.
+    """
+
+    def __init__(self, period: float = NVML_PERIOD, pid: int | None = None):
+        super().__init__(name="zeroboard-nvml", daemon=True)
+        self.period, self.pid = period, pid or os.getpid()
+        self.gpus = _my_nvml_gpus()
+        self.readings, self._peak = 0, None
+        self._stop_event = threading.Event()
+
+    def read(self) -> int | None:
+        used = devices.process_bytes_on(self.pid, self.gpus)
+        self.readings += 1
         if used is not None:
-            _nvml_cache["peak"] = max(used, _nvml_cache["peak"] or 0)
-    return _nvml_cache["peak"]
+            self._peak = max(used, self._peak or 0)
+        return used
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.period):
+            self.read()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def peak(self) -> int | None:
+        self.read()
+        return self._peak
+
+
+_sampler: dict = {}
+
+
+def nvml_sampler() -> NvmlSampler | None:
+    """The process's sampler, started on first use (None when NVML sees no GPU or the period is 0)."""
+    if "it" not in _sampler:
+        period = float(os.environ.get(NVML_PERIOD_ENV, NVML_PERIOD) or 0)
+        it = NvmlSampler(period) if period > 0 and devices.process_bytes_on(os.getpid()) is not None else None
+        if it is not None:
+            it.start()
+        _sampler["it"] = it
+    return _sampler["it"]
 
 
 def memory_now(torch) -> dict:
@@ -47,7 +97,8 @@ def memory_now(torch) -> dict:
     if torch.cuda.is_available():
         mem["torch_peak_bytes"] = torch.cuda.max_memory_allocated()
         mem["torch_reserved_peak_bytes"] = torch.cuda.max_memory_reserved()
-        mem["nvml_peak_bytes"] = nvml_peak(os.getpid())
+        sampler = nvml_sampler()
+        mem["nvml_peak_bytes"] = sampler.peak() if sampler is not None else devices.process_gpu_bytes(os.getpid())
     return mem
 
 
@@ -105,6 +156,8 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
         stopping = False
 
         def on_train_begin(self, args, state, control, **kw):
+            if torch.cuda.is_available():
+                nvml_sampler()  # reads from now on, between logs too
             self.t0 = self.t_last = time.time()
             self.tokens_last = 0
             device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"

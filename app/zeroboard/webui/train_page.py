@@ -15,7 +15,7 @@ import gradio as gr
 from .. import planner, words
 from ..job import devices, spec
 from ..runs.manager import JobManager
-from . import form as formmod, handlers
+from . import form as formmod, handlers, plan_panel
 
 
 @dataclass
@@ -35,6 +35,7 @@ class TrainPage:
     command: gr.HTML
     ds_json: gr.Code
     plan: gr.Markdown
+    fit: plan_panel.FitPanel
 
 
 def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> TrainPage:
@@ -59,7 +60,7 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
         if section == "devices":
-            plan = render_devices_with_plan(f, names, job, lang, gpus)
+            plan, fit = render_devices_with_plan(f, names, job, lang, gpus)
             continue
         formmod.render_section(f, section, names, job, lang, gpus)
         if section == "output":
@@ -71,11 +72,11 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
     return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, new_job, args_path,
-                     message, command, ds_json, plan)
+                     message, command, ds_json, plan, fit)
 
 
 def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpec, lang: str,
-                             gpus: list[devices.Gpu]) -> gr.Markdown:
+                             gpus: list[devices.Gpu]) -> tuple[gr.Markdown, plan_panel.FitPanel]:
     """The device and DeepSpeed controls, with the memory plan of the job as it stands beside them."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
@@ -83,8 +84,9 @@ def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpe
         with gr.Column(scale=2, min_width=320):
             with gr.Accordion(words.label("plan", lang), open=True) as acc:
                 plan = gr.Markdown(planner.panel(job, gpus, lang), max_height=460, elem_id="zb-plan")
+            fit = plan_panel.render_fit(f, lang)
     f.texts["plan"] = (acc, "label")
-    return plan
+    return plan, fit
 
 
 def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], session: gr.State,
@@ -160,3 +162,4 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
     plan_triggers = [f.fields[name].change for name in handlers.plan_fields(gpus) if name in f.fields] + [lang.change]
     gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)
+    plan_panel.wire_fit(page.fit, f, gpus, lang)

@@ -1,6 +1,10 @@
 """The command line's words: help texts and messages of ``zeroboard``."""
 
 WORDS: dict[str, tuple[str, str]] = {
+    "cli.fit_help": (
+        "search stage x offload x micro-batch x gradient checkpointing for the fastest setting that fits the chosen devices (same global batch); prints it as --set overrides",
+        "在所选设备上搜索 stage × offload × micro-batch × 梯度检查点,找出放得下的最快设置(全局 batch 不变),并打印为 --set 参数",
+    ),
     "cli.description": ("Fine-tune causal LMs with DeepSpeed ZeRO.", "用 DeepSpeed ZeRO 微调因果语言模型。"),
     "cli.job_help": ("job YAML (default: {demo}, the offline demo)", "任务 YAML(默认:{demo},离线演示)"),
     "cli.set_help": ("override one job field", "覆盖一个任务字段"),

@@ -38,6 +38,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "progress": ("Progress", "进度"),
     "final": ("Final status", "最终状态"),
     "plan": ("Memory plan (per device)", "显存估算(每个设备)"),
+    "use_setting": ("Use this setting (the fastest that fits)", "使用此设置(放得下的最快设置)"),
     "mem_vs_plan": ("Memory plan vs measured peak, per rank", "显存估算与实测峰值对比(每个进程)"),
     "mem_rank": ("rank", "进程"),
     "mem_estimate": ("estimate", "估算"),

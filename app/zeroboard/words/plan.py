@@ -16,6 +16,43 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "plan.hint_demo": ("build it with `zeroboard demo-model`", "先用 `zeroboard demo-model` 构建它"),
     "plan.hint_folder": ("point to a local model folder that holds config.json", "请指向含有 config.json 的本地模型目录"),
+    "plan.source.cache": (
+        "config.json of {repo} read from the local Hugging Face cache (nothing downloaded)",
+        "{repo} 的 config.json 读自本地 Hugging Face 缓存(未下载任何文件)",
+    ),
+    "plan.source.fetched": (
+        "config.json of {repo} fetched from {endpoint} (only that file; the weights are not downloaded)",
+        "{repo} 的 config.json 取自 {endpoint}(只下载这一个文件,不下载权重)",
+    ),
+    "plan.hub_offline": (
+        "{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set, so its config.json cannot be fetched ({why})",
+        "{repo} 不在本地 Hugging Face 缓存中,且设置了 HF_HUB_OFFLINE,无法获取它的 config.json({why})",
+    ),
+    "plan.hub_failed": (
+        "config.json of {repo} could not be fetched from {endpoint}: {why}; set HF_ENDPOINT for a mirror, or download the model",
+        "无法从 {endpoint} 获取 {repo} 的 config.json:{why};可用 HF_ENDPOINT 指定镜像,或先下载模型",
+    ),
+    "plan.fit_gpu_only": (
+        "finding a setting that fits is for GPUs: choose CUDA devices (NVML sees none here)",
+        "查找放得下的设置只针对 GPU:请选择 CUDA 设备(这里 NVML 看不到 GPU)",
+    ),
+    "plan.fit_head": (
+        "### Settings that fit, fastest first\nThe global batch stays {batch} sequences per optimizer step (micro-batch x accumulation x {n} devices).",
+        "### 放得下的设置(由快到慢)\n全局 batch 保持每次优化器更新 {batch} 条序列(micro-batch × 累积步数 × {n} 个设备)。",
+    ),
+    "plan.fit_cols": (
+        "| setting | micro-batch x accumulation | peak GiB | needed GiB | expected tokens/s | the step is mostly |",
+        "| 设置 | micro-batch × 累积 | 峰值 GiB | 需要 GiB | 预计 token/s | 每步主要花在 |",
+    ),
+    "plan.fit_none": ("**No setting fits on these devices.** The smallest needs {gib} GiB: {setting}.",
+                      "**这些设备上没有放得下的设置。** 最小的需要 {gib} GiB:{setting}。"),
+    "plan.fit_best": ("**Best: {setting}.** Command line: `{sets}`", "**最佳:{setting}。** 命令行:`{sets}`"),
+    "plan.fit_same": ("The job already uses the fastest setting that fits.", "任务已经在用放得下的最快设置。"),
+    "plan.why.compute": ("compute", "计算"),
+    "plan.why.recompute": ("recomputing the forward pass (checkpointing)", "重算前向(梯度检查点)"),
+    "plan.why.zero3": ("ZeRO-3 gathering the weights", "ZeRO-3 收集权重"),
+    "plan.why.offload": ("offload (CPU AdamW and copies)", "offload(CPU 上的 AdamW 与拷贝)"),
+    "plan.why.step": ("DeepSpeed's optimizer step", "DeepSpeed 的优化器更新"),
     "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
     "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
     "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
@@ -66,6 +103,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "end of the forward pass (all activations kept for backward, loss being computed)",
         "前向结束时(为反向保存了全部激活,正在计算 loss)",
     ),
+    "plan.phase.backward": (
+        "start of the backward pass (activations still kept, the loss's gradients and the reduce buckets allocated)",
+        "反向开始时(激活仍在,loss 的梯度与 reduce bucket 已分配)",
+    ),
     "plan.phase.step": ("optimizer step (all gradients alive, activations freed)", "优化器更新时(所有梯度都在,激活已释放)"),
     "plan.act": (
         "\nActivations: {tokens} tokens x {layers} layers x {per} bytes = {layers_gib} GiB in the layers",
@@ -73,8 +114,12 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "plan.act_ckpt": (" (checkpointed: each layer's input plus one layer)", "(梯度检查点:每层只保存输入,外加一层)"),
     "plan.act_loss": (
-        ", {loss_gib} GiB around the loss (fp32 logits, T x V x 4 bytes)",
-        ";loss 附近 {loss_gib} GiB(fp32 logits,T × V × 4 字节)",
+        ", {loss_gib} GiB around the loss (16-bit logits, their fp32 copy and log-softmax: 10-12 x T x V bytes)",
+        ";loss 附近 {loss_gib} GiB(16 位 logits、其 fp32 副本与 log-softmax:10-12 × T × V 字节)",
+    ),
+    "plan.act_loss_fused": (
+        ", {loss_gib} GiB in the fused loss (no logits: its input and head gradients, one chunk of logits at a time)",
+        ";融合 loss 中 {loss_gib} GiB(不生成完整 logits:输入梯度与输出层梯度,每次只算一块 logits)",
     ),
     "plan.act_autocast": (", {gib} GiB of 16-bit weight copies kept by autocast", ";autocast 保留的 16 位权重副本 {gib} GiB"),
     "plan.act_end": (".", "。"),

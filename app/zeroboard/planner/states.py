@@ -1,0 +1,145 @@
+"""Model states and DeepSpeed's buffers on one device, by moment of the step: derived from the libraries' code.
+
+Pure Python (no torch). Figures are bytes per device; P = trainable parameters, Ψ = all, N = devices.
+
+- **No DeepSpeed** (ZeroBoard's trainer): fp32 weights (16 bit with ``pure_bf16``), torch's fused AdamW
+  (two states, no step temporaries), gradients in the weights' dtype until the step; DDP's buckets (one
+  copy of the gradients) with several processes.
+- **ZeRO-2** (DeepSpeed 0.19 ``stage_1_and_2.py``): the 16-bit model as one flat buffer (2Ψ), the fp32 master
+  copy and AdamW states of this rank's partition (12P/N). At the first gradient hook of the backward pass
+  it allocates two reduce buckets of ``reduce_bucket_size`` elements (overlap_comm: 2 x 2 bytes x RBS); at the
+  first bucket flush the 16-bit gradient partition (2P/N), and a flattened copy of the flushed bucket. The
+  step flattens the gradient partition again (2P/N) and converts it to fp32 (4P/N): 2Ψ + 20P/N at its peak.
+  With optimizer offload the GPU keeps the model, the buckets and a staging buffer of the largest parameter.
+- **ZeRO-3** (``stage3.py``): 16-bit partitions (2Ψ/N; LoRA adapters made after ``zero.Init`` stay fp32),
+  small parameters (≤ 10·H elements: norms, biases) whole on every GPU, a flat 16-bit gradient buffer (2P/N,
+  allocated at init), one reduce bucket (``reduce_bucket_size``: H² when "auto"). Parameters in use are
+  gathered; with ``max_reuse_distance`` 1e9 those used again within 1e9 elements stay gathered: at the turn
+  from forward to backward up to 1e9 elements of the model are whole (measured on the 1.1 B Llama). On one GPU
+  without parameter offload a gathered parameter is its own partition. The step flattens and converts one
+  sub-group at a time (6 bytes an element); the gradient norm takes an fp64 copy of each gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .shapes import ModelShape
+
+WORKSPACE = 64 << 20  # cuBLAS workspaces on sm90: 32 MiB per handle, one for forward and one for backward
+
+
+def pow2(n: int) -> int:
+    """Pinned host memory comes from torch's caching host allocator, which rounds each block up to a power of two."""
+    return 1 << max(0, (n - 1).bit_length()) if n > 0 else 0
+
+
+@dataclass
+class States:
+    """What the model states and DeepSpeed hold on one device, at each moment of a step."""
+
+    weights: int = 0
+    optimizer: int = 0
+    grads: int = 0  # resident gradient buffers (ZeRO-3's flat buffer)
+    buffers: int = 0  # workspaces, DDP buckets, ZeRO-3's reduce bucket, the offload staging buffer
+    backward: int = 0  # allocated at the first gradient hook and alive through backward (ZeRO-2's buckets)
+    head_grad: int = 0  # the head's weight gradient, alive from the start of backward (not fused, head trains)
+    flush: dict = field(default_factory=dict)  # ZeRO-2's first bucket flush: numel before it, bytes it adds
+    grads_end: int = 0  # gradients alive after backward, until the step frees them
+    end_extra: int = 0  # transient at the end of backward (a tied embedding's two gradients and their sum)
+    step_extra: int = 0  # transient at the optimizer step
+    live_params: int = 0  # ZeRO-3's gathered parameters at the turn from forward to backward
+    host: int = 0  # offloaded states on the host, pinned where DeepSpeed pins them
+    side: int = 0  # memory DeepSpeed takes on its own CUDA streams: pools the main stream cannot reuse
+
+    @property
+    def resident(self) -> int:
+        return self.weights + self.optimizer + self.grads + self.buffers
+
+
+def small_params(shape: ModelShape) -> int:
+    """Parameters ZeRO-3 keeps whole on every GPU (≤ 10·H elements each): norms, biases."""
+    biases = sum(lin.fan_out for lin in shape.linears if lin.bias)
+    return shape.layers * (shape.extra_layer_params + biases) + shape.final_norm_params
+
+
+def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
+    """``s``: the memory Setup; ``psi``: all parameters (base + adapters); ``trainable``: what the optimizer updates."""
+    n = max(1, s.world)
+    lora = s.finetuning == "lora"
+    frozen = psi - trainable if lora else 0
+    out = States(buffers=WORKSPACE if s.device == "cuda" else 0)
+    vh = shape.vocab * shape.hidden
+    head_trains = not lora or "lm_head" in s.lora_target
+    if not s.deepspeed:
+        wbytes = 2 if ((s.weights_16bit_without_ds or s.pure_bf16) and s.half) else 4
+        abytes = (2 if s.pure_bf16 else 4) if lora else wbytes  # peft makes fp32 adapters unless pure bf16
+        out.weights = wbytes * frozen + abytes * trainable if lora else wbytes * psi
+        out.optimizer = 2 * abytes * trainable
+        out.grads_end = abytes * trainable
+        if n > 1:
+            out.buffers += abytes * trainable  # DDP's gradient buckets live for the whole run
+        if shape.tied and head_trains:
+            out.end_extra = 2 * abytes * vh  # the head's gradient waits for the embedding's; then their sum
+        if head_trains and not s.fused_loss:
+            out.head_grad = abytes * vh
+        return out
+    half = 2 if s.half else 4
+    stage = int(s.stage)
+    if stage == 3:
+        return _zero3(shape, s, out, trainable, frozen, half, n)
+    # ZeRO-0/1/2: the 16-bit model whole on every GPU
+    out.weights = half * (frozen + trainable)
+    rbs = s.reduce_bucket or 500_000_000
+    opt = (4 + 8) * trainable // (n if stage >= 1 else 1)
+    gpart = half * trainable // (n if stage >= 2 else 1)
+    largest = min(shape.largest_param, trainable) if not lora else max(
+        (s.lora_rank * max(lin.fan_in, lin.fan_out) for lin in shape.linears), default=0)
+    out.backward = 2 * half * rbs  # two buckets (overlap_comm), whatever the number of trainable parameters
+    out.side = half * min(2 * rbs, trainable)  # flattened buckets being reduced on the reduction stream (two at most)
+    if s.offload_optimizer:
+        out.buffers += half * largest  # temp_grad_buffer_for_gpu_offload
+        out.backward += 4 * largest  # a gradient slice converted to fp32 before its copy to the host
+        out.flush = {"after": min(rbs, trainable), "bytes": half * min(rbs, trainable)}
+        out.host = 2 * pow2(4 * trainable // n) + pow2(2 * trainable // n) + 8 * trainable // n + pow2(half * largest)
+    else:
+        out.optimizer = opt
+        # the gradient partition and a flattened copy of the flushed bucket
+        out.flush = {"after": min(rbs, trainable), "bytes": gpart + half * min(rbs, trainable)}
+        out.grads_end = gpart
+        out.step_extra = gpart + 4 * trainable // (n if stage >= 2 else 1)  # flat 16-bit copy, then its fp32 copy
+    return out
+
+
+def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half: int, n: int) -> States:
+    lora = s.finetuning == "lora"
+    adapter = 4 if (lora and s.half) else half  # adapters made after zero.Init stay fp32
+    small = small_params(shape)
+    rbs = s.reduce_bucket or shape.hidden * shape.hidden
+    out.buffers += half * small + half * rbs  # small parameters whole, one reduce bucket
+    parts = half * (frozen - (small if lora else 0)) + adapter * trainable - (0 if lora else half * small)
+    if not s.offload_param:
+        out.weights = max(parts, 0) // n
+    if not s.offload_optimizer:
+        out.optimizer = 12 * trainable // n
+        out.grads = half * trainable // n  # the flat gradient buffer, allocated at init
+        sub = min(trainable // n, s.sub_group + shape.largest_param)
+        norm = 8 * min(shape.largest_param, trainable) // n
+        out.step_extra = max(6 * sub, norm)
+    psi = frozen + trainable
+    reuse = s.reuse_distance
+    # Read from the trace rule, a parameter stays gathered when used again within ``reuse`` elements, i.e. the last
+    # reuse/2 of the forward pass; the 1.1 B Llama's offload runs (benchmarks/results/h200.json) hold ~reuse.
+    live = min(psi - small, reuse)
+    live += int(0.9 * shape.hidden * shape.hidden)  # the prefetch bucket ("auto": 0.9 H²)
+    if s.offload_param or n > 1:  # on one GPU a gathered parameter is its own partition; else a new whole buffer
+        out.live_params = half * live
+    head_trains = not lora or "lm_head" in s.lora_target
+    if head_trains:  # a parameter larger than the bucket keeps its whole 16-bit gradient until it is reduced
+        out.head_grad = half * shape.vocab * shape.hidden
+    out.backward = 2 * half * rbs  # reduce-scatter temporaries of one bucket
+    if s.offload_optimizer:
+        out.host = 3 * pow2(4 * trainable // n) + 8 * trainable // n + pow2(half * trainable // n)
+    if s.offload_param:
+        out.host += pow2(half * max(parts, 0) // n)
+    return out

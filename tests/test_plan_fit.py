@@ -1,0 +1,143 @@
+"""Finding the setting that fits (``zeroboard plan --fit`` and the page's button), and hub ids planned from the
+Hugging Face cache. CPU only: the GPUs are NVML-shaped records, the model a config.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from zeroboard import planner
+from zeroboard.cli import main as cli_main
+from zeroboard.job import devices, spec
+from zeroboard.planner import search as fitmod
+from zeroboard.webui import handlers, plan_fit, plan_panel
+
+GIB = 1 << 30
+LLAMA_1B = dict(model_type="llama", hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                num_attention_heads=32, num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False)
+
+
+def h200(free_gib: float) -> list[devices.Gpu]:
+    return [devices.Gpu(0, "NVIDIA H200", 143 * GIB, int(free_gib * GIB), 0, 0, (9, 0))]
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(LLAMA_1B))
+    return tmp_path / "m"
+
+
+def job(model_dir, **kw) -> spec.JobSpec:
+    base = dict(model_name_or_path=str(model_dir), precision="bf16", per_device_train_batch_size=8,
+                gradient_accumulation_steps=2, cutoff_len=1024, finetuning_type="full", device_type="cuda")
+    return spec.JobSpec(**{**base, **kw})
+
+
+def test_fit_keeps_the_global_batch_and_ranks_what_fits_first(model_dir):
+    choices = planner.fit(job(model_dir), h200(24))
+    assert {c.micro_batch * c.accumulation for c in choices} == {16}  # 8 x 2 per device, whatever the split
+    fitting = [c for c in choices if c.fits]
+    assert fitting and all(c.fits for c in choices[: len(fitting)])
+    assert [c.tokens_per_s for c in fitting] == sorted((c.tokens_per_s for c in fitting), reverse=True)
+    best = fitting[0]
+    assert best.plan.needed_bytes <= 24 * GIB
+    # the job as asked (no DeepSpeed, micro-batch 8, no checkpointing) does not fit in 24 GiB: the search moved off it
+    asked = next(c for c in choices if (c.stage, c.offload, c.micro_batch, c.checkpointing) == ("none", False, 8, False))
+    assert asked.fits is False and best is not asked
+    roomy = planner.fit(job(model_dir), h200(139))[0]
+    assert (roomy.stage, roomy.micro_batch, roomy.checkpointing) == ("none", 16, False)  # the fastest when all fit
+
+
+def test_throughput_model_reproduces_the_h200_table():
+    """The model's step time for the measured configuration is the measured one (benchmarks/results/h200.json)."""
+    shape = planner.shape_from_config(LLAMA_1B)
+    measured = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200.json").read_text())
+    base = planner.estimate(job("/nonexistent", gradient_accumulation_steps=1, liger_kernel="on"), h200(139),
+                            model=shape).setup
+    for row in measured["rows"]:
+        ft, rest = row["config"].split("-", 1)
+        stage, off = rest.split("+")[0], "offload" in rest
+        s = dataclasses.replace(base, finetuning=ft, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
+        trainable = planner.plan_one(shape, s).trainable
+        t, _ = fitmod.step_time(shape, s, 1, trainable, shape.params + (trainable if ft == "lora" else 0))
+        assert t == pytest.approx(row["zeroboard"]["step_s"], rel=0.25), row["config"]
+
+
+def test_plan_fit_prints_set_overrides(model_dir, monkeypatch, capsys):
+    monkeypatch.setattr(devices, "detect_gpus", lambda with_processes=False: h200(24))
+    path = model_dir.parent / "job.yaml"
+    path.write_text(spec.dump_yaml(job(model_dir)))
+    assert cli_main(["plan", str(path), "--fit", "--allow-path", f"{model_dir.parent}:rw"]) == 0
+    out = capsys.readouterr().out
+    best = planner.fit(job(model_dir), h200(24))[0]
+    assert f"--set deepspeed_stage={best.stage}" in out and f"--set per_device_train_batch_size={best.micro_batch}" in out
+    assert f"--set gradient_accumulation_steps={best.accumulation}" in out
+    monkeypatch.setattr(devices, "detect_gpus", lambda with_processes=False: h200(1))
+    assert cli_main(["plan", str(path), "--fit", "--allow-path", f"{model_dir.parent}:rw"]) == 1  # nothing fits in 1 GiB
+
+
+def test_use_this_setting_writes_a_setting_that_fits(model_dir):
+    values = handlers.spec_to_form(job(model_dir))
+    values.pop("gpu_ids")
+    changes, md = plan_fit.best_setting(values, h200(24))
+    assert set(changes) == set(plan_panel.FIT_FIELDS) and "--set" in md
+    after, problems = handlers.form_to_spec({**values, **changes})
+    assert not problems
+    plan = planner.estimate(after, h200(24))
+    assert plan.fits and plan.needed_bytes <= 24 * GIB
+    again, md2 = plan_fit.best_setting({**values, **changes}, h200(24))
+    assert again == changes and "already" in md2
+    nothing, why = plan_fit.best_setting(values, h200(1))
+    assert nothing == {} and "No setting fits" in why
+
+
+def test_the_button_is_wired_to_the_form(model_dir):
+    """The page's click handler, called as gradio calls it: the form's values in, the new field values out."""
+    pytest.importorskip("gradio")
+    from zeroboard.webui import app
+
+    demo = app.build_app(job=job(model_dir), gpus=h200(24), lang="en")
+    button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "zb-use-setting")
+    fn = next(f for f in demo.fns.values() if any(t[0] == button._id for t in f.targets))
+    outputs = [getattr(o, "elem_id", None) for o in fn.outputs]
+    assert outputs == [f"zb-{k}" for k in plan_panel.FIT_FIELDS] + ["zb-fit-choices"]
+    values = [demo.blocks[c._id].value if hasattr(c, "_id") else c.value for c in fn.inputs]
+    result = fn.fn(*values[:-1], "en")
+    best = planner.fit(job(model_dir), h200(24))[0]
+    assert result[: len(plan_panel.FIT_FIELDS)] == [best.stage, best.offload, best.micro_batch, best.accumulation,
+                                                   best.checkpointing]
+    assert "--set" in result[-1]
+
+
+# --- hub ids ------------------------------------------------------------------------------------------------
+
+def fake_cache(root, repo: str, cfg: dict) -> None:
+    folder = root / ("models--" + repo.replace("/", "--"))
+    (folder / "snapshots" / "0a1b2c").mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("0a1b2c")
+    (folder / "snapshots" / "0a1b2c" / "config.json").write_text(json.dumps(cfg))
+
+
+def test_a_hub_id_is_planned_from_the_local_cache(tmp_path, monkeypatch):
+    fake_cache(tmp_path, "org/llama-1b", LLAMA_1B)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    plan = planner.estimate(spec.JobSpec(model_name_or_path="org/llama-1b", precision="bf16", finetuning_type="full"), h200(139))
+    assert plan.params == planner.shape_from_config(LLAMA_1B).params
+    assert "local Hugging Face cache" in plan.model.source
+    assert "本地 Hugging Face 缓存" in planner.panel(spec.JobSpec(model_name_or_path="org/llama-1b"), h200(139), "zh")
+    with pytest.raises(planner.PlanError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE"):
+        planner.read_model("org/not-there")
+
+
+def test_a_hub_id_not_cached_is_fetched_from_hf_endpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a mirror that refuses: the message names it
+    with pytest.raises(planner.PlanError, match=r"could not be fetched from http://127\.0\.0\.1:9"):
+        planner.read_model("org/elsewhere")
