@@ -436,3 +436,15 @@ def test_the_chinese_plan_names_the_advice_and_every_note():
     zh = report.render_markdown(cpu, "zh")
     assert "2 个 CPU 进程" in zh and "GPU" not in zh.replace("CPU", "")
     assert planner.panel(None, [], "zh").startswith("*显存估算")
+
+
+def test_verdict_refuses_sure_misses_and_warns_when_headroom_is_small(tmp_path):
+    from zeroboard.planner import verdict as v
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_1B))
+    spec = job(model_name_or_path=str(tmp_path), finetuning_type="full")
+    need = planner.estimate(spec, h200()).needed_bytes / GIB
+    assert v.verdict(spec, h200(need / 0.80)) is None  # 20% headroom: quiet
+    field, msg, is_error = v.verdict(spec, h200(need / 0.96))  # 4% headroom: a warning, not a refusal
+    assert field == "per_device_train_batch_size" and not is_error and "headroom" in msg
+    assert v.verdict(spec, h200(need / 1.1))[2] is False  # 10% short: may still fit, warned
+    assert v.verdict(spec, h200(need / 1.4))[2] is True  # 40% short: refused

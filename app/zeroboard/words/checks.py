@@ -240,6 +240,10 @@ WORDS: dict[str, tuple[str, str]] = {
                                "{cutoff} 个 token 截掉了所查看的 {n} 条样本中 {lost} 条的全部回答;这些样本学不到东西:可以考虑调大截断长度"),
     "check.does_not_fit": ("the memory plan needs {need} GiB {where} but {have} GiB are free: {advice}",
                            "显存估算需要 {need} GiB({where}),但只有 {have} GiB 空闲:{advice}"),
+    "check.fit_close": ("the memory plan needs {need} GiB of the {have} GiB free: less than {margin}% headroom, and real peaks "
+                        "have come out up to 8% above the plan; a smaller micro-batch or gradient checkpointing leaves room",
+                        "显存估算需要 {need} GiB,空闲 {have} GiB:余量不到 {margin}%,而实测峰值曾比估算高出 8%;"
+                        "减小单卡批大小或开启梯度检查点可以留出余量"),
     "check.fit_where_gpu": ("per GPU", "每张 GPU"),
     "check.fit_where_ram": ("of RAM per process", "每个进程的内存"),
 }
