@@ -1,4 +1,4 @@
-"""``zeroboard demo-model | presets | webui | screenshots``."""
+"""``zeroboard demo-model | presets | build-ops | webui | screenshots``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_build_ops(args) -> int:
+    from ..training import ops
+
+    return ops.build_all(args.device or ops.machine_kind(), default_lang(), only=args.op)
+
+
 def cmd_webui(args) -> int:
     from ..webui.app import serve
 
@@ -62,6 +68,10 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("presets", help=text("cli.presets_help", lang))
     s.add_argument("--dir", default=str(cache_dir()))
     s.set_defaults(fn=cmd_presets)
+    s = sub.add_parser("build-ops", help=text("cli.build_ops_help", lang))
+    s.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    s.add_argument("--op", action="append", default=None, metavar="BUILDER", help=text("cli.build_ops_op_help", lang))
+    s.set_defaults(fn=cmd_build_ops)
     s = sub.add_parser("webui", help=text("cli.webui_help", lang))
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=7860)

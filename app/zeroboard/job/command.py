@@ -90,6 +90,16 @@ def sanitized_arch_list(value: str) -> str:
     return ";".join(clean)
 
 
+def arch_env() -> dict[str, str]:
+    """TORCH_CUDA_ARCH_LIST cleaned for DeepSpeed's op builds when the one inherited would break them; else {}.
+
+    Jobs and ``zeroboard build-ops`` use the same value, so an op built ahead is the one a job loads."""
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if arch and any(p.partition("+")[0].endswith(("a", "f")) for p in arch.replace(";", " ").split()):
+        return {"TORCH_CUDA_ARCH_LIST": sanitized_arch_list(arch)}
+    return {}
+
+
 def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
     """argv + environment for a validated spec and its placement (see :func:`prepare`)."""
     use_gpu = where.kind == "cuda"
@@ -102,10 +112,10 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         env.update(NCCL_ENV)
         if not any(k in os.environ for k in (*ALLOC_ENV, "PYTORCH_ALLOC_CONF")):
             env.update(ALLOC_ENV)
-        arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
-        if arch and any(p.partition("+")[0].endswith(("a", "f")) for p in arch.replace(";", " ").split()):
-            env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(arch)
-            notes.append(say("check.arch_list", given=arch, used=env["TORCH_CUDA_ARCH_LIST"]))
+        arch = arch_env()
+        if arch:
+            env.update(arch)
+            notes.append(say("check.arch_list", given=os.environ["TORCH_CUDA_ARCH_LIST"], used=arch["TORCH_CUDA_ARCH_LIST"]))
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["DS_ACCELERATOR"] = "cpu"

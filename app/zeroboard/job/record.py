@@ -8,6 +8,9 @@ event stream and the result.  Their names live here, in one place.
 The event stream is JSON lines in ``OUTPUT_DIR/events.jsonl``, written by the trainer (rank 0 for progress, any rank for its own error),
 read incrementally by the CLI and the web UI.  Kinds:
 
+- ``compile``: op (a DeepSpeed op rank 0 compiles before training; first use on this machine only)
+- ``compiled``: op, seconds
+- ``stale_lock``: op (the build lock a stopped compile left was removed)
 - ``start``: world_size, devices (one entry per rank), total_steps
 - ``log``: step, total_steps, loss, lr, epoch, tokens_per_sec, elapsed, eta, memory (per rank)
 - ``save``: step, path

@@ -26,7 +26,7 @@ from ..data import formats
 from ..job import checks, folders, placement, record, spec as specmod
 from ..job.record import EventWriter
 from ..words import say
-from . import templates
+from . import ops, templates
 from .callbacks import RANK, TokenCounter, make_callback
 from .packing import pack
 from .speedups import Speedups
@@ -62,6 +62,13 @@ def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) ->
         if time.time() > deadline:
             raise RuntimeError(say("train.demo_model_wait", path=str(model_dir), seconds=round(timeout)))
         time.sleep(0.5)
+
+
+def announce_compile(events: EventWriter, kind: str, **fields) -> None:
+    """Rank 0 tells the page and the log that it compiles a DeepSpeed op (other ranks wait for it)."""
+    if RANK == 0:
+        events.emit(kind, **fields)
+        log.info("%s", say(f"train.{kind}", **fields))
 
 
 def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups):
@@ -220,6 +227,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
         wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
     speed = Speedups(job, ds_config)
+    # DeepSpeed's C++ ops, loaded before DeepSpeed asks for them: one that must be compiled first is announced
+    ops.load_for_job(job.device_type, ds_config, lambda kind, **f: announce_compile(events, kind, **f))
     # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
     # on zero.Init, so each rank only ever holds its shard of the weights.
     args = training_arguments(job, ds_config, speed)

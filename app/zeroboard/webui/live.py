@@ -108,6 +108,16 @@ def _dur(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+def compiling_op(others: list[dict]) -> dict | None:
+    """The ``compile`` event of a DeepSpeed op still being compiled (no ``compiled`` after it), if any."""
+    for e in reversed(others):
+        if e.get("event") == "compiled":
+            return None
+        if e.get("event") == "compile":
+            return e
+    return None
+
+
 def progress_html(reader: RunReader, state: JobState, lang: str = words.DEFAULT) -> str:
     last = reader.logs[-1] if reader.logs else None
     total = (last or {}).get("total_steps") or (reader.start or {}).get("total_steps") or 0
@@ -118,9 +128,16 @@ def progress_html(reader: RunReader, state: JobState, lang: str = words.DEFAULT)
     end = state.ended or time.time()
     wall = end - state.started if state.started else None
     eta = (last or {}).get("eta") if state.active else 0
-    text = (words.text("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
-            if (last or reader.start) else words.text("progress_wait", lang, wall=_dur(wall)))
-    return (f'<div class="zb-progress" data-step="{step}" data-total="{total}">'
+    compiling = compiling_op(reader.others) if state.active else None
+    phase = "train" if (last or reader.start) else "compile" if compiling else "wait"
+    if phase == "train":
+        text = words.text("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
+    elif phase == "compile":
+        text = words.text("progress_compile", lang, op=compiling["op"], op_wall=_dur(time.time() - compiling["time"]),
+                          wall=_dur(wall))
+    else:
+        text = words.text("progress_wait", lang, wall=_dur(wall))
+    return (f'<div class="zb-progress" data-phase="{phase}" data-step="{step}" data-total="{total}">'
             f'<div class="zb-bar"><div style="width:{pct:.1f}%"></div></div><span>{html.escape(text)}</span></div>')
 
 

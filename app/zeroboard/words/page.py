@@ -65,6 +65,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "identity": ("Identity answers matching the training answer: {n} of {m}", "身份问答与训练答案一致:{n} / {m}"),
     "progress_line": ("step {step}/{total} · elapsed {wall} · ETA {eta}", "第 {step}/{total} 步 · 已用 {wall} · 预计剩余 {eta}"),
     "progress_wait": ("waiting for the first step · elapsed {wall}", "等待第一步 · 已用 {wall}"),
+    "progress_compile": ("compiling DeepSpeed op {op} (first time only) · {op_wall} · elapsed {wall}",
+                         "正在编译 DeepSpeed 算子 {op}(仅首次)· {op_wall} · 已用 {wall}"),
     "exit_code": ("exit code", "退出码"),
     "failed_rank": ("failed rank", "出错的进程"),
     "note": ("note", "注意"),

@@ -81,6 +81,11 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.stop_left": ("processes still alive: {pids}", "仍有进程存活:{pids}"),
     # the trainer (its log and its errors)
     "train.interrupted": ("interrupted (SIGINT)", "被中断(SIGINT)"),
+    "train.stale_lock": ("removed the build lock of DeepSpeed op {op} left by a compile that was stopped",
+                         "已删除 DeepSpeed 算子 {op} 的编译锁(上次编译被中断后遗留)"),
+    "train.compile": ("compiling DeepSpeed op {op} (first time only; `zeroboard build-ops` builds it ahead)",
+                        "正在编译 DeepSpeed 算子 {op}(仅首次;`zeroboard build-ops` 可提前编译)"),
+    "train.compiled": ("compiled DeepSpeed op {op} in {seconds} s", "DeepSpeed 算子 {op} 编译完成,用时 {seconds} 秒"),
     "train.demo_model_wait": (
         "rank 0 did not build the demo model in {path} within {seconds} s",
         "rank 0 没有在 {seconds} 秒内于 {path} 构建好演示模型",

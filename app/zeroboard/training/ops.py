@@ -1,0 +1,166 @@
+"""DeepSpeed's compiled ops: which a job loads, built ahead of time, and announced when a job must build one.
+
+DeepSpeed compiles its C++ ops the first time a process loads them (ninja + g++, nvcc for CUDA ops) into
+torch's extension folder, and a job waits silently meanwhile: on a 2-core machine about a minute for the CPU
+communication op and two for CPU Adam.  ``zeroboard build-ops`` (part of ``make run``) builds the ones this
+machine's jobs will load, each in its own process and side by side; a job that still has to build one says so
+first (a ``compile`` event and a log line), so the page can show the phase instead of "waiting for the first step".
+
+The ops are created through DeepSpeed's accelerator with the job's own environment (CPU accelerator on CPU,
+the same cleaned ``TORCH_CUDA_ARCH_LIST``), so what is built ahead is exactly what a job loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..job import command, devices
+from ..words import DEFAULT, text
+
+# what `zeroboard build-ops` builds: every op a job of this kind can load
+MACHINE_OPS = {"cpu": ("ShareMemCommBuilder", "CPUAdamBuilder"), "cuda": ("FusedAdamBuilder", "CPUAdamBuilder")}
+HEARTBEAT_S = 15.0
+STALE_AFTER_S = 10.0  # a build lock this old with nobody compiling was left by a stopped compile
+
+
+def job_env(kind: str) -> dict[str, str]:
+    """The part of a job's environment that decides how DeepSpeed builds an op (see job.command.build)."""
+    if kind == "cpu":
+        return {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    return command.arch_env()
+
+
+def needed(device_type: str, ds_config: dict | None) -> list[str]:
+    """The ops a job loads: the CPU communication op whenever DeepSpeed starts on CPU, CPU Adam with an offloaded
+    optimizer (accelerate swaps the Trainer's AdamW for DeepSpeed's CPU Adam then)."""
+    if ds_config is None:
+        return []
+    zero = ds_config.get("zero_optimization") or {}
+    offload = (zero.get("offload_optimizer") or {}).get("device") in ("cpu", "nvme")
+    ops = ["ShareMemCommBuilder"] if device_type == "cpu" else []
+    return ops + (["CPUAdamBuilder"] if offload else [])
+
+
+def builder(class_name: str):
+    from deepspeed.accelerator import get_accelerator
+
+    return get_accelerator().create_op_builder(class_name)
+
+
+def is_built(op) -> bool:
+    """Installed with DeepSpeed, or compiled before into torch's extension folder."""
+    from deepspeed.git_version_info import installed_ops
+
+    if installed_ops.get(op.name):
+        return True
+    return any(build_folder(op).glob(f"{op.name}*.so"))
+
+
+def build_folder(op) -> Path:
+    from torch.utils import cpp_extension
+
+    return Path(cpp_extension._get_build_directory(op.name, verbose=False))
+
+
+def wait_out_lock(op) -> bool:
+    """Wait while another process holds the op's build lock; remove a lock a stopped compile left behind (torch
+    would wait on it forever).  True when a stale lock was removed.
+
+    A lock is stale when it is older than STALE_AFTER_S and no process works in the build folder: whoever holds a
+    live lock runs ninja and the compiler there within a moment of taking it."""
+    import psutil
+
+    folder = build_folder(op)
+    lock = folder / "lock"
+    while True:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        busy = any(p.info.get("cwd") and Path(p.info["cwd"]) == folder for p in psutil.process_iter(["cwd"]))
+        if age >= STALE_AFTER_S and not busy:
+            lock.unlink(missing_ok=True)
+            return True
+        time.sleep(1.0)
+
+
+def load_for_job(device_type: str, ds_config: dict | None, announce) -> None:
+    """Load the job's ops before DeepSpeed does; ``announce(kind, **fields)`` hears of each one this process
+    compiles (ranks that find another rank compiling wait for it inside ``load``)."""
+    for name in needed(device_type, ds_config):
+        op = builder(name)
+        if op is None or not op.is_compatible(False):
+            continue  # DeepSpeed falls back (gloo instead of the shm op) or says why itself
+        fresh = not is_built(op)
+        started = time.time()
+        if fresh:
+            announce("compile", op=op.name)
+            if wait_out_lock(op):
+                announce("stale_lock", op=op.name)
+        op.load(verbose=False)
+        if fresh:
+            announce("compiled", op=op.name, seconds=round(time.time() - started, 1))
+
+
+# --- zeroboard build-ops: one process per op, side by side -------------------------------------------------
+
+def machine_kind() -> str:
+    return "cuda" if devices.detect_gpus() else "cpu"
+
+
+def build_one(class_name: str) -> dict:
+    """In a child process: build one op; the result as a dict (op, status: there | built | skipped | failed)."""
+    started = time.time()
+    try:
+        op = builder(class_name)
+        if op is None or not op.is_compatible(False):
+            why = "; ".join(getattr(op, "error_log", None) or []) if op is not None else ""
+            return {"op": class_name, "status": "skipped", "why": str(why or class_name)[-300:]}
+        if is_built(op):
+            op.load(verbose=False)
+            return {"op": op.name, "status": "there", "seconds": round(time.time() - started, 1)}
+        wait_out_lock(op)
+        op.load(verbose=False)
+        return {"op": op.name, "status": "built", "seconds": round(time.time() - started, 1)}
+    except Exception as e:  # a compiler error: the job would meet it too; say it here, first
+        return {"op": class_name, "status": "failed", "why": f"{type(e).__name__}: {e}"[-600:]}
+
+
+def build_all(kind: str, lang: str = DEFAULT, out=print, only: list[str] | None = None) -> int:
+    """Build this machine's ops (or ``only`` these builders) side by side, with a progress line every few seconds;
+    0 when all are usable."""
+    env = {**os.environ, **job_env(kind), "PYTHONUNBUFFERED": "1"}
+    names = tuple(only) if only else MACHINE_OPS[kind]
+    out(text("ops.start", lang, kind=kind, ops=", ".join(names)))
+    started = time.time()
+    children = {n: subprocess.Popen([sys.executable, "-m", __name__, n], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for n in names}
+    results: dict[str, dict] = {}
+    last_beat = started
+    while len(results) < len(children):
+        time.sleep(0.2)
+        for name, child in children.items():
+            if name in results or child.poll() is None:
+                continue
+            stdout, stderr = child.communicate()
+            lines = [line for line in stdout.splitlines() if line.startswith("{")]
+            result = json.loads(lines[-1]) if lines else {"op": name, "status": "failed", "why": stderr[-600:]}
+            results[name] = result
+            out(text(f"ops.{result['status']}", lang, op=result["op"], seconds=result.get("seconds", 0),
+                    why=result.get("why", "")))
+        if time.time() - last_beat >= HEARTBEAT_S and len(results) < len(children):
+            last_beat = time.time()
+            waiting = ", ".join(n for n in names if n not in results)
+            out(text("ops.still", lang, ops=waiting, wall=f"{int(last_beat - started)}"))
+    failed = [r for r in results.values() if r["status"] == "failed"]
+    out(text("ops.done", lang, wall=f"{time.time() - started:.0f}") if not failed else text("ops.some_failed", lang))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    print(json.dumps(build_one(sys.argv[1])), flush=True)

@@ -1,0 +1,132 @@
+"""The first run on a fresh machine: DeepSpeed's ops built ahead by ``zeroboard build-ops``, and a job that must
+still compile one says so on the page (phase, op, elapsed) instead of "waiting for the first step".
+
+The end-to-end test gives a real web UI an empty torch extension folder, starts a real ZeRO-2 job from the
+Chinese page and watches the compile phase of DeepSpeed's CPU communication op, then the run; ``zeroboard
+build-ops`` afterwards finds the op the job built (the same build, not a second one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import start_server, stop_jobs, stop_server, wait_until
+from test_browser import CHROMIUM, RUN_S, UI_S, choose, fill, status
+from zeroboard.job import command, presets
+from zeroboard.runs.state import JobState
+from zeroboard.training import ops
+from zeroboard.webui import live
+
+# --- which ops a job loads --------------------------------------------------------------------------------------
+
+def test_a_job_loads_the_communication_op_on_cpu_and_cpu_adam_with_offload():
+    assert ops.needed("cpu", None) == []  # no DeepSpeed, no op
+    assert ops.needed("cpu", presets.preset("2", False)) == ["ShareMemCommBuilder"]
+    assert ops.needed("cpu", presets.preset("3", True)) == ["ShareMemCommBuilder", "CPUAdamBuilder"]
+    assert ops.needed("cuda", presets.preset("2", False)) == []
+    assert ops.needed("cuda", presets.preset("2", True)) == ["CPUAdamBuilder"]
+    assert set(ops.needed("cpu", presets.preset("2", True))) <= set(ops.MACHINE_OPS["cpu"])  # build-ops covers jobs
+    assert set(ops.needed("cuda", presets.preset("3", True))) <= set(ops.MACHINE_OPS["cuda"])
+
+
+def test_build_ops_uses_the_jobs_own_arch_list(monkeypatch):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;8.0")
+    assert ops.job_env("cuda") == command.arch_env() == {"TORCH_CUDA_ARCH_LIST": "9.0;8.0"}
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    assert ops.job_env("cuda") == {}
+    assert ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+
+
+class _Reader:
+    def __init__(self, others, logs=(), start=None):
+        self.others, self.logs, self.start = list(others), list(logs), start
+
+
+def test_the_progress_line_names_the_op_being_compiled():
+    state = JobState(run_dir="/r", status="running", started=100.0)
+    compiling = _Reader([{"event": "compile", "op": "cpu_adam", "time": 130.0}])
+    html = live.progress_html(compiling, state, "zh")
+    assert 'data-phase="compile"' in html and "正在编译 DeepSpeed 算子 cpu_adam(仅首次)" in html
+    assert "compiling DeepSpeed op cpu_adam (first time only)" in live.progress_html(compiling, state, "en")
+    done = _Reader([*compiling.others, {"event": "compiled", "op": "cpu_adam", "seconds": 90, "time": 220.0}])
+    assert 'data-phase="wait"' in live.progress_html(done, state, "en")
+    again = _Reader([*done.others, {"event": "compile", "op": "deepspeed_shm_comm", "time": 221.0}])
+    assert "deepspeed_shm_comm" in live.progress_html(again, state, "en")
+    training = _Reader(again.others, logs=[{"step": 3, "total_steps": 10}], start={"total_steps": 10})
+    assert 'data-phase="train"' in live.progress_html(training, state, "en")
+    ended = JobState(run_dir="/r", status="failed", started=100.0, ended=300.0)
+    assert 'data-phase="wait"' in live.progress_html(compiling, ended, "en")  # a dead run compiles nothing
+
+
+# --- a real first run ----------------------------------------------------------------------------------------------
+
+def _events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.browser
+@pytest.mark.e2e
+def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path):
+    from playwright import sync_api
+
+    extensions = tmp_path / "torch_extensions"  # nothing compiled yet: a fresh machine, as far as DeepSpeed knows
+    extensions.mkdir()
+    port = command.free_port()
+    env = {"TORCH_EXTENSIONS_DIR": str(extensions), "ZEROBOARD_LANG": "zh"}
+    server = start_server(port, tmp_path / "runs.json", tmp_path / "server.log", env=env)
+    stopped, first = tmp_path / "stopped", tmp_path / "first"
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM,
+                                        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+            pg.set_default_timeout(UI_S)
+            pg.goto(f"http://127.0.0.1:{port}/?lang=zh")
+            pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+            choose(pg, "deepspeed_stage", "2")
+            fill(pg, "max_steps", 10)
+
+            # 开始, then 中断 while the op compiles: the compile's build lock is left behind
+            fill(pg, "output_dir", stopped)
+            pg.locator("#zb-start").click()
+            phase = pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+            assert "正在编译 DeepSpeed 算子 deepspeed_shm_comm(仅首次)" in phase.inner_text(), phase.inner_text()
+            pg.locator("#zb-abort").click()
+            wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")
+            assert (extensions / "deepspeed_shm_comm" / "lock").exists()
+
+            # the next run removes that stale lock (torch alone would wait on it forever), compiles and trains
+            box = pg.locator("#zb-output_dir input, #zb-output_dir textarea").first
+            wait_until(box.is_editable, 30, "the form to be editable")
+            fill(pg, "output_dir", first)
+            pg.locator("#zb-start").click()
+            pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+            wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
+            assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
+            browser.close()
+    finally:
+        stop_jobs(tmp_path / "runs.json")
+        stop_server(server)
+
+    assert [e["event"] for e in _events(stopped)] == ["compile"]
+    events = _events(first)
+    kinds = [e["event"] for e in events]
+    assert kinds.index("compile") < kinds.index("stale_lock") < kinds.index("compiled") < kinds.index("start")
+    compiled = events[kinds.index("compiled")]
+    assert compiled["op"] == "deepspeed_shm_comm" and compiled["seconds"] > 1
+    log = (first / "launcher.log").read_text()
+    assert "compiling DeepSpeed op deepspeed_shm_comm (first time only" in log and "left by a compile that was stopped" in log
+
+    # zeroboard build-ops finds that build: the same op, not a second version of it
+    proc = subprocess.run([sys.executable, "-m", "zeroboard.cli", "build-ops", "--device", "cpu",
+                           "--op", "ShareMemCommBuilder"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCH_EXTENSIONS_DIR": str(extensions), "ZEROBOARD_LANG": "en"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "deepspeed_shm_comm: already built" in proc.stdout
+    assert sorted(p.name for p in Path(extensions, "deepspeed_shm_comm").glob("*.so")) == ["deepspeed_shm_comm.so"]
