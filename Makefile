@@ -1,12 +1,15 @@
 # The few commands people type. Everything installs into .venv next to this file.
 #   make run    install, build DeepSpeed's ops once, serve the web UI (offline demo) on http://127.0.0.1:7860
 #   make test   install (with test tools and headless Chromium) and run the whole test suite
-# On an NVIDIA machine pick your CUDA build of PyTorch, e.g. make run TORCH="torch==2.13.0".
+# PyTorch comes from pip's index unless TORCH_INDEX names another, e.g. the CUDA 12.8 builds:
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128 EXTRAS=[gpu]
+# or the CPU-only builds on a machine without a GPU: TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 PY       ?= python3
 VENV     ?= .venv
 VENV_FLAGS ?=
 TORCH    ?= torch==2.13.0
+TORCH_INDEX ?=
 BIN      := $(VENV)/bin
 PYTEST_ARGS ?=
 # EXTRAS=[gpu] adds Liger's fused kernels on NVIDIA machines
@@ -19,7 +22,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
 install-test: install chromium

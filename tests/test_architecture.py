@@ -209,3 +209,27 @@ def test_catalog_sentences_render_with_their_values(lang):
         specs = {name: spec for _, name, spec, _ in string.Formatter().parse(pair[0]) if name}
         values = {name: 1234 if spec else "X" for name, spec in specs.items()}  # {n:,} wants a number
         assert words.text(key, lang, **values)  # a bad format string raises here
+
+
+def _bold_that_markdown_drops(text: str) -> bool:
+    """A closing ``**`` after punctuation (``**建议:**改用``) needs a space or punctuation after it, else CommonMark
+    shows the asterisks instead of bold: the trap of Chinese text, whose punctuation has no space after it."""
+    import unicodedata
+
+    def punct(ch: str) -> bool:
+        return unicodedata.category(ch)[0] in "PS"
+
+    marks = [m.start() for m in re.finditer(r"\*\*", text)]
+    for close in marks[1::2]:
+        after = text[close + 2] if close + 2 < len(text) else " "
+        if punct(text[close - 1]) and not (after.isspace() or punct(after)):
+            return True
+    return False
+
+
+def test_bold_text_in_the_catalog_renders_as_bold_in_both_languages():
+    assert _bold_that_markdown_drops("**建议:**改用") and not _bold_that_markdown_drops("**建议**:改用")
+    for key, pair in words.CATALOG.items():
+        for template in pair:
+            filled = re.sub(r"\{[^}]*\}", "X", template)  # a value is text, not punctuation
+            assert not _bold_that_markdown_drops(filled), f"{key}: {template}"

@@ -72,15 +72,15 @@ WORDS: dict[str, tuple[str, str]] = {
     "note": ("note", "注意"),
     "need_prompt": ("Give at least one prompt (one per line).", "请至少写一个问题(每行一个)。"),
     "reloading": ("Reloading `{run}` and its base model in a separate process…", "正在独立进程中重新加载 `{run}` 及其基座模型…"),
-    "reload_failed": ("**Reload failed:** {why}", "**重新加载失败:**{why}"),
+    "reload_failed": ("**Reload failed:** {why}", "**重新加载失败**:{why}"),
     "reloaded": ("Reloaded {kind} from `{path}` in a separate process.", "已在独立进程中从 `{path}` 重新加载 {kind}。"),
     "writing": ("{what}: writing `{out}` in a separate process…", "{what}:正在独立进程中写入 `{out}`…"),
-    "export_no_dir": ("**{what}: nothing written.** Give a new folder for the model.", "**{what}:没有写入任何文件。**请给出新模型的目录。"),
+    "export_no_dir": ("**{what}: nothing written.** Give a new folder for the model.", "**{what}:没有写入任何文件**。请给出新模型的目录。"),
     "export_exists": (
         "**{what}: nothing written.** `{out}` already exists; choose a new folder.",
         "**{what}:没有写入任何文件。**`{out}` 已经存在,请换一个新目录。",
     ),
-    "export_failed": ("**{what} failed:** {why}", "**{what}失败:**{why}"),
+    "export_failed": ("**{what} failed:** {why}", "**{what}失败**:{why}"),
     "wrote_consolidated": (
         "Wrote `{path}`: {parameters:,} parameters (fp32) from `{src}` (step {step}).",
         "已写入 `{path}`:从 `{src}`(第 {step} 步)整合出 {parameters:,} 个参数(fp32)。",

@@ -135,7 +135,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.alt_head": ("| setting | peak GiB | needed GiB | fits |", "| 设置 | 峰值 GiB | 需要 GiB | 放得下 |"),
     "plan.yes": ("yes", "是"),
     "plan.no": ("no", "否"),
-    "plan.advice": ("**Recommendation:** {text}", "**建议:**{text}"),
+    "plan.advice": ("**Recommendation:** {text}", "**建议**:{text}"),
     "plan.cpu_offload_note": (
         "offload on CPU processes moves nothing: the optimizer states are in host RAM already",
         "CPU 进程上 offload 不移动任何东西:优化器状态本来就在主机内存里",
