@@ -14,6 +14,8 @@ BIN      := $(VENV)/bin
 PYTEST_ARGS ?=
 # EXTRAS=[gpu] adds Liger's fused kernels on NVIDIA machines
 EXTRAS   ?=
+# e.g. WEBUI_ARGS="--port 8080"
+WEBUI_ARGS ?=
 
 .PHONY: install install-test run test lint chromium
 
@@ -35,7 +37,7 @@ chromium:
 # A failure here is reported and the web UI starts anyway: a job that needs the op shows its compile phase.
 run: install
 	-$(BIN)/zeroboard build-ops
-	$(BIN)/zeroboard webui
+	$(BIN)/zeroboard webui $(WEBUI_ARGS)
 
 test: install-test
 	$(BIN)/ruff check app tests benchmarks tools

@@ -1,7 +1,8 @@
 """Web UI figures: cold start, server memory, log latency.
 
 Prints:
-- cold start: ``zeroboard webui`` launched -> first page served (HTTP 200 on /), target <= 3 s
+- cold start: ``zeroboard webui`` launched -> first page served (HTTP 200 on /), target <= 3 s, and the same for a
+  bare three-widget Gradio app started alternately with it: the ratio, target <= 1.2x
 - RSS of the web server process after a browser has the Train page open on a running job, target <= 300 MB
 - log delay: a line appended to the job's launcher.log -> visible in the browser's log panel, target <= 1 s
 
@@ -44,16 +45,46 @@ def launch(port: int, index: Path) -> tuple[subprocess.Popen, float]:
     t0 = time.perf_counter()
     proc = subprocess.Popen([*exe, "webui", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, served(proc, port, t0, "zeroboard webui")
+
+
+BARE_APP = """
+import sys
+import gradio as gr
+with gr.Blocks() as demo:
+    box = gr.Textbox(label="prompt")
+    button = gr.Button("go")
+    out = gr.Markdown()
+    button.click(lambda s: s, box, out)
+demo.launch(server_port=int(sys.argv[1]))
+"""
+
+
+def served(proc: subprocess.Popen, port: int, t0: float, what: str) -> float:
+    """Seconds from t0 until / answers 200."""
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
                 if r.status == 200:
                     r.read()
-                    return proc, time.perf_counter() - t0
+                    return time.perf_counter() - t0
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit("zeroboard webui exited before serving a page") from None
+                raise SystemExit(f"{what} exited before serving a page") from None
             time.sleep(0.02)
+
+
+def bare_app_start() -> float:
+    """The same cold start for the smallest Gradio app a user could write: a textbox, a button, a markdown."""
+    port = command.free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", BARE_APP, str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        return served(proc, port, t0, "the bare Gradio app")
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def bare_gradio_import() -> float:
@@ -105,12 +136,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="zb-webui-bench-") as tmp_name:
         tmp = Path(tmp_name)
         index = tmp / "runs.json"
-        starts, floors = [], []
-        for _ in range(args.starts):  # interleaved, so both see the same machine load
+        starts, bare, floors = [], [], []
+        for _ in range(args.starts):  # interleaved, so all see the same machine load
             proc, seconds = launch(command.free_port(), index)
             starts.append(seconds)
             proc.terminate()
             proc.wait()
+            bare.append(bare_app_start())
             floors.append(bare_gradio_import())
 
         job = fake_job(tmp, index)
@@ -131,6 +163,8 @@ def main() -> int:
 
     figures = {
         "cold_start_s": round(statistics.median(starts), 2), "cold_start_runs_s": [round(s, 2) for s in starts],
+        "bare_app_start_s": round(statistics.median(bare), 2), "bare_app_runs_s": [round(s, 2) for s in bare],
+        "cold_start_ratio": round(statistics.median(starts) / statistics.median(bare), 2),
         "bare_gradio_import_s": round(statistics.median(floors), 2),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "rss_mb": round(rss, 1),
@@ -139,6 +173,8 @@ def main() -> int:
     }
     print(f"cold start to first served page: {figures['cold_start_s']:.2f} s "
           f"(runs: {', '.join(f'{s:.2f}' for s in starts)})   target <= 3 s")
+    print(f"a bare three-widget Gradio app, started alternately: {figures['bare_app_start_s']:.2f} s "
+          f"(runs: {', '.join(f'{s:.2f}' for s in bare)}); ratio {figures['cold_start_ratio']:.2f}x   target <= 1.2x")
     print(f"  of which a bare `python -c 'import gradio'`: {figures['bare_gradio_import_s']:.2f} s; "
           f"load average {figures['load_average_1min']} on {os.cpu_count()} CPUs")
     print(f"web server RSS with the page open on a running job: {rss:.0f} MB   target <= 300 MB")
