@@ -1,10 +1,12 @@
-"""``python tools/screenshots.py`` end to end: its own web UI, a demo run, ten PNGs that show something.
+"""``python tools/screenshots.py`` end to end: its own web UI, a ZeRO-2 + offload demo run, the ten page
+screenshots and the fourteen chapter crops, each showing something; each chapter crop shows its key words.
 
-About two minutes on an idle 2-core machine (most of it the demo run and Reload and answer, twice).
+About two and a half minutes on an idle 2-core machine (most of it the demo run and Reload and answer, twice).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "screenshots.py"
 LANGS = ("en", "zh")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
+# what each chapter crop must show, in each language: the chapter's own words, from the page as it was shot
+KEY_WORDS = {
+    "chapter_controls": {"en": ["Device count", "DeepSpeed stage", "Enable offload", "[x]"],
+                         "zh": ["设备数量", "DeepSpeed stage", "使用 offload", "[x]"]},
+    "chapter_stage": {"en": ["none", "2", "3"], "zh": ["none", "2", "3"]},
+    "chapter_preview": {"en": ["Preview command", "cache/ds_z2_offload_config.json"],
+                        "zh": ["预览命令", "cache/ds_z2_offload_config.json"]},
+    "chapter_json": {"en": ["offload_optimizer", '"stage": 2'], "zh": ["offload_optimizer", '"stage": 2']},
+    "chapter_procs": {"en": ["Job processes", "rank", "cpu"], "zh": ["任务进程", "rank", "cpu"]},
+    "chapter_output": {"en": ["finished", "LoRA adapter"], "zh": ["已完成", "LoRA 适配器"]},
+    "chapter_answer": {"en": ["Tuned answer", "Base answer"], "zh": ["微调后回答", "原模型回答"]},
+}
 
 
 def not_blank(path: Path) -> tuple[int, float]:
@@ -39,9 +54,8 @@ def test_the_generator_writes_every_documented_screenshot(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
-    shots = ("train", "stage_dropdown", "preview_offload", "running", "finished")
-    expected = {f"{shot}_{lang}.png" for shot in shots for lang in LANGS}
-    assert len(expected) == 10
+    expected = {f"{shot}_{lang}.png" for shot in (*SHOTS, *KEY_WORDS) for lang in LANGS}
+    assert len(expected) == 24
     assert {p.name for p in out.glob("*.png")} == expected
     from PIL import Image
 
@@ -53,8 +67,19 @@ def test_the_generator_writes_every_documented_screenshot(tmp_path):
         with Image.open(path) as im:
             im.verify()  # a truncated or corrupt file raises
         with Image.open(path) as im:
-            assert 600 <= im.width <= 1440 and 150 <= im.height <= 4000, (name, im.size)
+            low = 150 if name.startswith("chapter_") else 600  # a crop is as small as what it shows
+            assert low <= im.width <= 1440 and 60 <= im.height <= 4000, (name, im.size)
         levels, spread = not_blank(path)
         assert levels >= 16 and spread > 8, f"{name} looks blank: {levels} grey levels, stddev {spread:.1f}"
     # the language tabs really are in their language
     assert Image.open(out / "train_zh.png").tobytes() != Image.open(out / "train_en.png").tobytes()
+
+    # each chapter crop shows its key words (the text of its elements, read as the crop was shot)
+    shown = json.loads((out / "chapter_text.json").read_text(encoding="utf-8"))
+    assert set(shown) == {n for n in expected if n.startswith("chapter_")}
+    for crop, by_lang in KEY_WORDS.items():
+        for lang, keys in by_lang.items():
+            text = shown[f"{crop}_{lang}.png"]
+            missing = [k for k in keys if k not in text]
+            assert not missing, f"{crop}_{lang}.png does not show {missing}: {text[:500]}"
+    assert "cache/ds_z2_offload_config.json" in shown["chapter_preview_zh.png"]

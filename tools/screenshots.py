@@ -11,7 +11,20 @@ Chromium and writes, for each language, the images docs/*/train-page.md shows:
     running_{lang}.png          a demo run in progress: status, progress, charts, log, memory panel
     finished_{lang}.png         the same run finished, with the output check when the page has one
 
-One server and one demo run (300 steps, about 30 s of training) serve every language: each language gets its
+and, cut for the course chapter (each exactly one thing the chapter shows, for a course author to embed):
+
+    chapter_controls_{lang}.png  the bottom controls: device count, processes, DeepSpeed stage, use offload
+    chapter_stage_{lang}.png     the DeepSpeed stage dropdown open
+    chapter_preview_{lang}.png   Preview command over the command, the DeepSpeed config path highlighted
+    chapter_json_{lang}.png      the generated DeepSpeed JSON (stage 2 + offload)
+    chapter_procs_{lang}.png     the processes per device while the run trains
+    chapter_output_{lang}.png    the finished run's status and what it saved (the output kind)
+    chapter_answer_{lang}.png    Reload and answer: the tuned and the base model's answers
+
+``chapter_text.json`` beside them holds the text each chapter image shows, read from the page as it was shot
+(alt text for the images, and what the tests check).
+
+One server and one demo run (ZeRO-2 + offload, as in the chapter) serve every language: each language gets its
 own tab, switched with the page's language radio.  The viewport, scale and
 locale are fixed and each shot is cropped to its part of the page, so reruns
 give the same layout.
@@ -21,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import sys
 import tempfile
@@ -36,6 +50,9 @@ from zeroboard import words  # noqa: E402
 from zeroboard.job.command import free_port  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
+CHAPTER = ("chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
+           "chapter_answer")
+CHAPTER_TEXT = "chapter_text.json"
 VIEWPORT = {"width": 1440, "height": 1000}
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--font-render-hinting=none"]
@@ -54,7 +71,23 @@ REGIONS: dict[str, list[list[str]]] = {
     "running": [["#zb-run", "#zb-status", "#zb-progress", "#zb-loss", "#zb-log", "#zb-host", "#zb-procs", "#zb-history",
                  "#zb-mem-vs-plan"]],
     "finished": [["#zb-run", "#zb-status", "#zb-progress"], ["#zb-final"], ["#zb-output-check"]],
+    "chapter_controls": [["#zb-device_count", "#zb-num_processes", "#zb-deepspeed_stage", "#zb-offload"]],
+    "chapter_stage": [["#zb-deepspeed_stage", "#zb-deepspeed_stage ul[role=listbox]"]],
+    "chapter_preview": [["#zb-preview"], ["#zb-command"]],
+    "chapter_json": [["#zb-ds-json"]],
+    "chapter_procs": [["#zb-procs"]],
+    "chapter_output": [["#zb-status"], ["#zb-saved"]],
+    "chapter_answer": [["#zb-prompts", "#zb-reload-btn", "#zb-answers"]],
 }
+# an event in progress: gradio's status tracker shows its timer ("1.0s") over the component
+BUSY = """() => [...document.querySelectorAll('[data-testid=status-tracker]')]
+  .some(e => e.offsetParent !== null && /\\d\\.\\ds/.test(e.innerText))"""
+# the text inside a chapter image's elements: what they say, the values of their fields, a ticked box as [x]
+SHOWN_TEXT = """(sels) => sels.flatMap(s => [...document.querySelectorAll(s)]).map(e => {
+  const values = [...e.querySelectorAll('input, textarea')].map(i =>
+    i.type === 'checkbox' ? (i.checked ? '[x]' : '[ ]') : i.value);
+  return [e.innerText, ...values].join('\\n');
+}).join('\\n')"""
 
 
 @dataclass
@@ -89,12 +122,11 @@ class Tab:
         self.pg = context.new_page()
         self.pg.set_default_timeout(UI_MS)
         self.url, self.lang = url, lang
+        self.texts: dict[str, str] = {}  # chapter image -> the text it shows
 
     def open(self) -> None:
-        self.pg.goto(self.url)
-        self.pg.wait_for_selector("#zb-start")
-        if self.lang != "en":
-            self.pg.locator("#zb-lang label", has_text=words.LANGS[self.lang]).click()
+        self.pg.goto(f"{self.url}?lang={self.lang}")  # the address wins over the choice another tab stored
+        self.pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
         self.pg.wait_for_selector(f"#zb-preview:text-is('{words.label('preview', self.lang)}')")
         self.wait_status(lambda s: True)  # the first tick has rendered the status
 
@@ -135,8 +167,18 @@ class Tab:
     def has(self, selector: str) -> bool:
         return self.pg.locator(selector).count() > 0
 
+    def settle(self, timeout_s: float = 20) -> None:
+        """Wait until no event of the page shows its timer (a check after an edit): the shot shows the result."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline and self.pg.evaluate(BUSY):
+            time.sleep(0.1)
+
     def shoot(self, out: Path, name: str) -> Path:
         path = out / f"{name}_{self.lang}.png"
+        self.settle()
+        if name in CHAPTER:
+            shown = [self.pg.evaluate(SHOWN_TEXT, group) for group in REGIONS[name]]
+            self.texts[path.name] = "\n".join(s for s in shown if s).strip()
         for _ in range(3):  # a live panel that grew while we shot moves the boxes: shoot again
             boxes = self.boxes(name)
             pieces = [self.pg.screenshot(clip=b, full_page=True, animations="disabled") for b in boxes]
@@ -205,19 +247,25 @@ def shoot_form(tab: Tab, out: Path, output_dir: Path) -> list[Path]:
     tab.fill("output_dir", output_dir)
     written = [tab.shoot(out, "train")]
     tab.open_dropdown("deepspeed_stage")
-    written.append(tab.shoot(out, "stage_dropdown"))
+    written += [tab.shoot(out, "stage_dropdown"), tab.shoot(out, "chapter_stage")]
     tab.pick("deepspeed_stage", "2")
     tab.pg.locator("#zb-offload input[type=checkbox]").check()
+    tab.pg.locator("#zb-offload input[type=checkbox]").blur()
+    written.append(tab.shoot(out, "chapter_controls"))
     tab.pg.locator("#zb-preview").click()
     tab.pg.locator("#zb-command mark.zb-ds").wait_for()
     tab.pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
-    written.append(tab.shoot(out, "preview_offload"))
+    tab.pg.mouse.move(0, 0)  # no hover colour on the button
+    written += [tab.shoot(out, name) for name in ("preview_offload", "chapter_preview", "chapter_json")]
     return written
 
 
 def start_demo_run(tab: Tab, opts: Options, output_dir: Path) -> None:
-    """A short plain data-parallel demo run (no DeepSpeed: it starts fastest), a loss point every few steps."""
+    """The chapter's demo run, ZeRO-2 + offload, with a loss point every few steps."""
     tab.open()
+    tab.open_dropdown("deepspeed_stage")
+    tab.pick("deepspeed_stage", "2")
+    tab.pg.locator("#zb-offload input[type=checkbox]").check()
     tab.fill("output_dir", output_dir)
     tab.fill("max_steps", opts.max_steps)
     tab.fill("logging_steps", opts.logging_steps)
@@ -240,7 +288,9 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> list[Path]:
     for t in tabs:
         t.pg.wait_for_function("() => document.querySelector('#zb-log textarea').value.length > 0")
         t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
-        written.append(t.shoot(out, "running"))
+        t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
+                               "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
+        written += [t.shoot(out, "running"), t.shoot(out, "chapter_procs")]
         if t.status() != "running":
             print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
                   f"a larger --max-steps keeps it running longer", file=sys.stderr)
@@ -254,14 +304,11 @@ def shoot_finished(tabs: list[Tab], out: Path) -> list[Path]:
             raise RuntimeError(f"the demo run {status}:\n{t.pg.locator('#zb-final').inner_text()}")
     written = []
     for t in tabs:
-        if t.has("#zb-output-check"):
-            t.pg.locator("#zb-output-check").wait_for(state="visible")  # shown by the tick once the run has finished
-        else:
-            print(f"warning: the page has no output-check panel (#zb-output-check) yet: "
-                  f"finished_{t.lang}.png shows the final status only", file=sys.stderr)
-        if t.has("#zb-reload-btn") and t.has("#zb-answers"):
-            reload_and_answer(t)
-        written.append(t.shoot(out, "finished"))
+        t.pg.locator("#zb-output-check").wait_for(state="visible")  # shown by the tick once the run has finished
+        t.pg.wait_for_function("() => document.querySelector('#zb-saved textarea')?.value.length > 0")
+        written.append(t.shoot(out, "chapter_output"))
+        reload_and_answer(t)
+        written += [t.shoot(out, "finished"), t.shoot(out, "chapter_answer")]
     return written
 
 
@@ -307,10 +354,21 @@ def generate(opts: Options) -> list[Path]:
                 written += shoot_running(tabs, opts.out, opts)
                 written += shoot_finished(tabs, opts.out)
                 browser.close()
+            written.append(write_chapter_text(opts.out, tabs))
         finally:
             stop_jobs(index)
             stop_server(server)
     return written
+
+
+def write_chapter_text(out: Path, tabs: list[Tab]) -> Path:
+    """The text each chapter image shows, merged into what an earlier run wrote for other languages."""
+    path = out / CHAPTER_TEXT
+    texts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    for t in tabs:
+        texts.update(t.texts)
+    path.write_text(json.dumps(dict(sorted(texts.items())), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -337,9 +395,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     opts = Options(out=Path(args.out).resolve(), langs=langs, max_steps=args.max_steps, chromium=args.chromium)
     started = time.time()
-    for path in generate(opts):
-        from PIL import Image
+    from PIL import Image
 
+    for path in generate(opts):
+        if path.suffix != ".png":
+            print(f"wrote {path}")
+            continue
         with Image.open(path) as im:
             size = f"{im.width}x{im.height}"
         print(f"wrote {path} ({size}, {path.stat().st_size // 1024} KiB)")
