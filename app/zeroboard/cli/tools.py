@@ -37,6 +37,9 @@ def cmd_presets(args) -> int:
 
 
 def cmd_webui(args) -> int:
+    from .. import webui
+
+    webui.keep_light()  # before gradio (and pandas with it) is imported
     from ..webui.app import serve
 
     workspace.allow(args.allow_path)
