@@ -127,6 +127,8 @@ def sharegpt(record: dict, src: DatasetSource) -> Chat:
         content = t.get(tags["content_tag"])
         if lenient and who is None:
             who, content = t.get("role", t.get("from")), t.get("content", t.get("value"))
+        if who is None:
+            raise DataError(say("data.no_role_key", i=i, key=tags["role_tag"], keys=", ".join(sorted(map(str, t)))))
         role = roles.get(who) or (ROLE_ALIASES.get(str(who).lower()) if lenient and who is not None else None)
         if role is None:
             raise DataError(say("data.unknown_speaker_tags", who=repr(who), key=tags["role_tag"],

@@ -36,7 +36,7 @@ class PackedRows:
 
     def __init__(self, dataset, width: int):
         self.dataset = dataset.select_columns(["input_ids", "labels"])
-        self.bins = bins(dataset.with_format("numpy", columns=["length"])["length"].tolist(), width)
+        self.bins = bins(dataset.with_format("numpy", columns=["length"])[:]["length"].tolist(), width)
 
     def __len__(self) -> int:
         return len(self.bins)

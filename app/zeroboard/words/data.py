@@ -63,6 +63,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "unknown speaker {who} in the key {key} (known: {known}; set the tags of the entry to match the data)",
         "键 {key} 中的说话人 {who} 未知(已知:{known};请让条目的 tags 与数据一致)",
     ),
+    "data.no_role_key": (
+        "message {i} has no key {key} (its keys: {keys}; set role_tag and content_tag in the entry's tags)",
+        "第 {i} 条消息没有键 {key}(它的键:{keys};请在条目的 tags 中设置 role_tag 和 content_tag)",
+    ),
     "data.system_not_first": (
         "message {i} is a system message; only the first message may be one",
         "第 {i} 条消息是 system 消息;只有第一条消息可以是 system",
