@@ -151,3 +151,38 @@ def test_zeroboard_dataset_json_shows_the_samples_as_trained(data, tmp_path, cac
             assert any(system in g["text"] and not g["learned"] for g in first[name]["segments"])
     learned = [g["text"] for g in first["lf_sharegpt_cols"]["segments"] if g["learned"]]
     assert learned == ["hello!<|im_end|>\n", "hello, hello!<|im_end|>\n"]
+
+
+def seed_hub_cache(cache: Path, repo: str, rows: list[dict]) -> None:
+    """The datasets cache as a download of hub dataset ``repo`` leaves it (no network here): a prepared Arrow table
+    under ``namespace___name/default/0.0.0/<hash>/``, which the library loads offline."""
+    from datasets.packaged_modules.json.json import Json
+
+    src = cache / "src.jsonl"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    folder = repo.replace("/", "___")
+    b = Json(cache_dir=str(cache), dataset_name=folder, data_files={"train": str(src)}, hash="0" * 16)
+    b.download_and_prepare()
+    built = Path(b.cache_dir)
+    target = cache / folder / "default" / "0.0.0" / built.name
+    target.parent.mkdir(parents=True)
+    built.rename(target)
+    (target / f"{folder}-train.arrow").rename(target / f"{repo.split('/')[1]}-train.arrow")
+
+
+def test_a_hub_entry_loads_offline_from_the_datasets_cache(tmp_path, monkeypatch):
+    import datasets
+
+    hf = tmp_path / "hf-offline"
+    seed_hub_cache(hf, "zb/tiny-sft", [{"q": f"Say {w}.", "a": w, "s": "SYSHUB"} for w in ("one", "two", "three")])
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", hf)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    (tmp_path / "dataset_info.json").write_text(json.dumps({
+        "hub": {"hf_hub_url": "zb/tiny-sft", "columns": {"prompt": "q", "response": "a", "system": "s"}},
+        "missing": {"hf_hub_url": "zb/not-downloaded"}}))
+    tk = tok()
+    p = dataprep.prepare(spec.JobSpec(dataset_dir=str(tmp_path), dataset=["hub"]), tk)
+    assert p.info["samples"] == 3 and "<|im_start|>system\nSYSHUB<|im_end|>" in tk.decode(p.full[0]["input_ids"])
+    with pytest.raises(DataError, match="zb/not-downloaded"):
+        dataprep.prepare(spec.JobSpec(dataset_dir=str(tmp_path), dataset=["missing"]), tk)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import subprocess
 import sys
@@ -108,30 +109,36 @@ def _lines(first: io.StringIO, fh):
         yield carry
 
 
-def _json_list(fh, buf: str, path: Path, n: int) -> list[dict]:
+def iter_json_list(fh, buf: str, path: Path):
+    """The values of a JSON list, one by one, from the text after its ``[`` (``buf``, then the rest of ``fh``)."""
     dec = json.JSONDecoder()
-    out: list = []
-    while len(out) < n:
-        buf = buf.lstrip()
-        if buf.startswith(","):
-            buf = buf[1:].lstrip()
-        if buf.startswith("]"):
-            break
-        try:
-            value, end = dec.raw_decode(buf)
-        except ValueError as e:
+    pos = 0
+    while True:
+        while True:  # the next value: past blanks and commas, reading on when the buffer runs out
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf):
+                break
             more = fh.read(CHUNK)
-            if not more:  # the file ends inside a record: it is not JSON
+            if not more:
+                raise DataError(say("data.not_json", path=str(path), why="]"))
+            buf, pos = more, 0
+        if buf[pos] == "]":
+            return
+        try:
+            value, end = dec.raw_decode(buf, pos)
+        except ValueError as e:  # a value cut by the buffer's end, or not JSON at all
+            more = fh.read(CHUNK)
+            if not more:
                 raise DataError(say("data.not_json", path=str(path), why=str(e))) from None
-            buf += more
+            buf, pos = buf[pos:] + more, 0
             continue
-        out.append(value)
-        buf = buf[end:]
-        if len(buf) < CHUNK:
-            buf += fh.read(CHUNK)
-    if not out and not buf.startswith("]"):
-        raise DataError(say("data.not_json", path=str(path), why="[")) from None
-    return out
+        yield value
+        pos = end
+
+
+def _json_list(fh, buf: str, path: Path, n: int) -> list:
+    return list(itertools.islice(iter_json_list(fh, buf, path), n))
 
 
 def _peek(path: Path, kind: str, n: int) -> list[dict]:

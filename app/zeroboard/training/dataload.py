@@ -13,19 +13,54 @@ that lists them).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from pathlib import Path
+
 import numpy as np
 
 from ..data.formats import DataError
 from ..data.info import DatasetSource
+from ..data.records import iter_json_list
 from ..words import say
+
+
+def as_json_lines(path: Path) -> Path:
+    """A file holding one JSON list of records, as JSON lines: converted once, record by record.
+
+    The datasets library would read such a file whole into Python objects first (about 8 times its size in
+    memory, in the process whose map workers then fork from it); JSON lines it reads in chunks.  The copy is
+    kept in the datasets cache, named by the file's path, size and time.
+    """
+    with path.open(encoding="utf-8") as fh:
+        head = fh.read(4096).lstrip()
+        if not head.startswith("["):
+            return path
+        import datasets
+
+        st = path.stat()
+        key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:20]
+        out = Path(datasets.config.HF_DATASETS_CACHE) / "zeroboard-jsonl" / f"{path.stem}-{key}.jsonl"
+        if out.is_file():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+        with tmp.open("w", encoding="utf-8") as w:
+            for record in iter_json_list(fh, head[1:], path):
+                w.write(json.dumps(record, ensure_ascii=False))
+                w.write("\n")
+        tmp.replace(out)
+        return out
 
 
 def _load(src: DatasetSource, num_proc: int | None):
     import datasets
 
     if src.load_from == "file":
+        files = [as_json_lines(p) if src.kind == "json" else p for p in src.files]
         # one split, "train", for files: the entry's split names a hub dataset's split
-        return datasets.load_dataset(src.kind, data_files=[str(p) for p in src.files], split="train", num_proc=num_proc)
+        return datasets.load_dataset(src.kind, data_files=[str(p) for p in files], split="train", num_proc=num_proc)
     if src.load_from == "ms_hub":
         try:
             from modelscope import MsDataset  # type: ignore[import-not-found]
