@@ -146,3 +146,16 @@ def test_the_web_server_never_imports_datasets_or_pyarrow(data, tmp_path):
             "sys.exit(1 if heavy or 'Error' in md or 'dataset' in r.errors or 'SYSALPACA' not in md else 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+
+
+def test_the_running_web_server_maps_no_arrow_library(tmp_path):
+    """`zeroboard webui` as a user starts it: pyarrow's libraries never enter the process (pandas would load them)."""
+    from helpers import start_server, stop_server
+    from zeroboard.job.command import free_port
+
+    proc = start_server(free_port(), tmp_path / "runs.json", tmp_path / "server.log")
+    try:
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+    finally:
+        stop_server(proc)
+    assert "libarrow" not in maps and "/pyarrow/" not in maps and "libtorch" not in maps

@@ -1,4 +1,4 @@
-"""The data layer's common words: a message, a conversation, the error a dataset raises, and small reads.
+"""The data layer's common words: a message, a conversation, and the error a dataset raises.
 
 Pure Python (no transformers, no ``datasets``).  Every record of every format
 becomes a list of chat messages ``{"role": ..., "content": str}``
