@@ -89,7 +89,8 @@ def rank_main(flags: list[str], out: Path) -> int:
         "samples": len(rows), "tokens": data.info["tokens"], "seconds": round(ready - imported, 3),
         "seconds_with_imports": round(ready - t0, 3), "peak_rss_mib": round(self_.ru_maxrss / 1024, 1),
         "peak_rss_largest_worker_mib": round(kids.ru_maxrss / 1024, 1),
-        "cpu_s": round(self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime, 1)}))
+        "cpu_s": round(self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime, 1),
+        "phases_s": data.info.get("phases_s") if data.built else None}))
     return 0
 
 

@@ -156,15 +156,19 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     renderer = templates.Renderer.of(tokenizer)
-    parts, read = [], 0
+    parts, read, phases = [], 0, {"read": 0.0, "tokenize": 0.0}
     for n, src in enumerate(sources):
+        t = time.time()
         raw = dataload.load_source(src, job.seed, job.max_samples)
+        phases["read"] += time.time() - t
+        t = time.time()
         procs = workers(job, len(raw))
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
         fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len)
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
                              features=_features(), num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
+        phases["tokenize"] += time.time() - t
         read += len(raw)
     ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     learned = ds.data.column("learned").to_numpy()
@@ -184,9 +188,12 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         "learned_tokens": int(learned[keep].sum()), "truncated": int(((full > job.cutoff_len) & ~problem).sum()),
         "answer_lost": int(((learned == 0) & ~problem).sum()), "skipped": int(problem.sum()),
         "problems": first_problems, "cutoff_len": job.cutoff_len, "template": tokenizer.chat_template,
-        "seconds": round(time.time() - t0, 3),
     }
+    t = time.time()
     kept.save_to_disk(str(staging / "data"))
+    phases["save"] = time.time() - t
+    info["seconds"] = round(time.time() - t0, 3)
+    info["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
     for p in staging.glob("map-*"):
         p.unlink()
     files.write_text_atomic(staging / "info.json", json.dumps(info, indent=1) + "\n")
