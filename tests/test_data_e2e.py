@@ -55,7 +55,7 @@ def test_every_row_of_the_table_trains_from_the_command_line(setting, tmp_path):
     assert result["eval_loss"] == evals[-1]["eval_loss"] and result["template"] == "chatml"
     assert result["added_tokens"] == ["<|im_start|>", "<|im_end|>"]
     log = (out / record.TRAIN_LOG).read_text()
-    assert "added special tokens <|im_start|>, <|im_end|>" in log and "packing: 45 samples into" in log
+    assert "added special tokens <|im_start|>, <|im_end|>" in log and "of 45 samples packed into" in log
     assert json.loads((out / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>"
 
 

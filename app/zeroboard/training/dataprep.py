@@ -197,9 +197,21 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     for p in staging.glob("map-*"):
         p.unlink()
     files.write_text_atomic(staging / "info.json", json.dumps(info, indent=1) + "\n")
-    if out.exists():  # overwrite_cache, or another job built the same entry meanwhile: the newest wins
-        shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    if out.exists() and not job.overwrite_cache:  # another process (a node sharing the cache) built it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+        return json.loads((out / "info.json").read_text(encoding="utf-8"))
+    if out.exists():  # overwrite_cache: the old entry moves aside first, so no reader ever finds the folder missing
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        try:
+            staging.rename(out)
+        except OSError:  # built by another process between the look and the rename: keep theirs
+            if not is_built(out):
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
     return info
 
 

@@ -36,7 +36,8 @@ class PackedRows:
 
     def __init__(self, dataset, width: int):
         self.dataset = dataset.select_columns(["input_ids", "labels"])
-        self.bins = bins(dataset.with_format("numpy", columns=["length"])[:]["length"].tolist(), width)
+        self.lengths = dataset.with_format("numpy", columns=["length"])[:]["length"].tolist()
+        self.bins = bins(self.lengths, width)
 
     def __len__(self) -> int:
         return len(self.bins)

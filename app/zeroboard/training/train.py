@@ -127,7 +127,9 @@ def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
     train, evals = rows(data.train), rows(data.eval)
     evals = EvalRows(evals) if evals is not None else None
     if job.packing and RANK == 0:
-        log.info("packing: %d samples into %d rows of up to %d tokens", len(data.train), len(train), job.cutoff_len)
+        tokens = sum(train.lengths)
+        log.info("dataset: %d tokens of %d samples packed into %d rows of up to %d (%.0f%% filled)", tokens, len(data.train),
+                 len(train), job.cutoff_len, 100 * tokens / max(1, len(train) * job.cutoff_len))
     return train, evals, data
 
 
