@@ -134,8 +134,9 @@ def test_eval_settings_are_checked_before_launch(tmp_path):
 
 
 def test_the_web_server_never_imports_datasets_or_pyarrow(data, tmp_path):
-    """The server's own start (keep_light, then gradio) and its data work: preview and checks, parquet included."""
-    code = ("import sys; from zeroboard import webui; webui.keep_light(); from zeroboard.webui import app, handlers; "
+    """The server's own start (without_arrow, then gradio) and its data work: preview and checks, parquet included."""
+    code = ("import sys; from zeroboard import webui; light = webui.without_arrow(); light.__enter__(); "
+            "from zeroboard.webui import app, handlers; "
             "from zeroboard.runs import manager; from zeroboard.job import checks, spec; "
             f"app.build_app(manager.JobManager(index={str(tmp_path / 'r.json')!r})); "
             f"md = handlers.dataset_preview({str(data)!r}, 'lf_parquet, lf_alpaca_cols', 2); "

@@ -39,11 +39,11 @@ def cmd_presets(args) -> int:
 def cmd_webui(args) -> int:
     from .. import webui
 
-    webui.keep_light()  # before gradio (and pandas with it) is imported
-    from ..webui.app import serve
+    with webui.without_arrow():  # from before gradio (and pandas with it) is imported until the server stops
+        from ..webui.app import serve
 
-    workspace.allow(args.allow_path)
-    return serve(host=args.host, port=args.port)
+        workspace.allow(args.allow_path)
+        return serve(host=args.host, port=args.port)
 
 
 def cmd_screenshots(args) -> int:
