@@ -429,7 +429,7 @@ def test_the_chinese_plan_names_the_advice_and_every_note():
     assert tight.advice == {"kind": "use", "setting": {**no_ds, "gradient_checkpointing": True, "new_checkpointing": True},
                             "current": {**no_ds, "gradient_checkpointing": False, "new_checkpointing": False},
                             "current_fits": False}
-    assert "**建议:**改用「不用 DeepSpeed + 梯度检查点」" in report.render_markdown(tight, "zh")
+    assert "**建议**:改用「不用 DeepSpeed + 梯度检查点」" in report.render_markdown(tight, "zh")
     assert "use no DeepSpeed + gradient checkpointing" in tight.recommendation
     cpu = planner.estimate(job(device_type="cpu", num_processes=2, deepspeed_stage="2", precision="fp32"), [],
                            model=planner.shape_from_config(TINY))

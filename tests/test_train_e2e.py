@@ -56,9 +56,11 @@ def test_matrix(tmp_path, stage, offload, ft, launcher):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
     evs = events.read_events(out / events.EVENTS_FILE)
-    kinds = [e["event"] for e in evs]
+    data = sorted((e for e in evs if e["event"] == "data"), key=lambda e: e["rank"])  # each rank's data, first
+    assert [e["rank"] for e in data] == [0, 1] and not data[1]["built"]  # rank 1 reads what rank 0 tokenized
+    kinds = [e["event"] for e in evs if e["event"] != "data"]
     assert kinds[0] == "start" and kinds[-1] == "end" and "error" not in kinds
-    start = evs[0]
+    start = next(e for e in evs if e["event"] == "start")
     assert start["world_size"] == 2 and sorted(d["rank"] for d in start["devices"]) == [0, 1]
     logs = [e for e in evs if e["event"] == "log"]
     assert [e["step"] for e in logs] == [3, 6, 9, 12]
@@ -145,7 +147,7 @@ def test_packing_and_pure_bf16_train_and_reload(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     log = (out / "train.log").read_text()
     assert "packed into" in log and "pure bf16" in log
-    start = events.read_events(out / events.EVENTS_FILE)[0]
+    start = next(e for e in events.read_events(out / events.EVENTS_FILE) if e["event"] == "start")
     assert start["speedups"]["attn_implementation"] == "sdpa" and start["speedups"]["liger"] is False  # no GPU here
     curve = losses(out)
     assert curve[-1] < curve[0], curve

@@ -43,10 +43,13 @@ def cmd_build_ops(args) -> int:
 
 
 def cmd_webui(args) -> int:
-    from ..webui.app import serve
+    from .. import webui
 
-    workspace.allow(args.allow_path)
-    return serve(host=args.host, port=args.port)
+    with webui.without_arrow():  # from before gradio (and pandas with it) is imported until the server stops
+        from ..webui.app import serve
+
+        workspace.allow(args.allow_path)
+        return serve(host=args.host, port=args.port)
 
 
 def cmd_screenshots(args) -> int:

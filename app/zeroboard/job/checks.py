@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import formats as datafmt
+from ..data import convert, info as datainfo, records
+from ..data.formats import DataError
 from ..words import Msg, say, tr
 from . import devices, folders, modelinfo, samples
 from .placement import Placement, place
@@ -31,7 +32,8 @@ OWNED_ARGS = {
     "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
     "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
     "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
-    "liger_kernel_config": "liger_kernel",
+    "liger_kernel_config": "liger_kernel", "per_device_eval_batch_size": "per_device_eval_batch_size",
+    "eval_steps": "eval_steps", "eval_strategy": "eval_steps",
 }
 
 # model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
@@ -104,6 +106,7 @@ def check_paths(spec: JobSpec, r: Report) -> bool:
 
 
 def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
+    """Every dataset resolves and its first records read as chats: errors name the file, the record and the fix."""
     if not spec.dataset:
         r.errors["dataset"] = say("check.no_dataset")
         return
@@ -112,14 +115,21 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
 
         write_demo_data(spec.dataset_dir)
     sample: list = []
-    for name in spec.dataset:
-        try:
-            src = datafmt.resolve(name, spec.dataset_dir)
-            convs = datafmt.to_conversations(src, datafmt.read_records(src.path))
-        except datafmt.DataError as e:
-            r.errors["dataset"] = e.args[0]
-            return
-        sample += convs[: samples.SAMPLE]
+    for name_field, names in (("dataset", spec.dataset), ("eval_dataset", spec.eval_dataset)):
+        for name in names:
+            try:
+                src = datainfo.resolve(name, spec.dataset_dir)
+                if src.unknown:
+                    r.warnings.setdefault(name_field, say("data.unknown_keys", name=name, keys=", ".join(src.unknown)))
+                if src.load_from != "file":  # a hub dataset: the datasets library loads it at launch
+                    r.warnings.setdefault(name_field, say("data.hub_note", name=name, where=src.where))
+                    continue
+                chats = convert.chats(src, records.head(src, samples.SAMPLE))
+            except DataError as e:
+                r.errors[name_field] = e.args[0]
+                return
+            if name_field == "dataset":
+                sample += chats
     _check_cutoff(spec, model_dir, sample, r)
 
 
@@ -153,6 +163,15 @@ def _check_numbers(spec: JobSpec, r: Report) -> None:
             e[name] = say("check.not_negative", got=getattr(spec, name))
     if not 8 <= spec.cutoff_len <= 1_048_576:
         e["cutoff_len"] = say("check.cutoff_range", got=spec.cutoff_len)
+    if spec.val_size < 0 or (spec.val_size >= 1 and not float(spec.val_size).is_integer()):
+        e["val_size"] = say("data.val_size_range", got=spec.val_size)
+    elif spec.val_size > 0 and spec.eval_dataset:
+        e["val_size"] = say("data.both_eval")
+    if spec.per_device_eval_batch_size < 1:
+        e["per_device_eval_batch_size"] = say("check.at_least_one", got=spec.per_device_eval_batch_size)
+    for name in ("eval_steps", "preprocessing_num_workers"):
+        if getattr(spec, name) < 0:
+            e[name] = say("check.not_negative", got=getattr(spec, name))
     if not 0 <= spec.lora_dropout < 1:
         e["lora_dropout"] = say("check.dropout_range", got=spec.lora_dropout)
     if not 0 <= spec.seed < 2**32:  # numpy's and torch's generators take 32 bits

@@ -13,6 +13,9 @@ read incrementally by the CLI and the web UI.  Kinds:
 - ``stale_lock``: op (the build lock a stopped compile left was removed)
 - ``start``: world_size, devices (one entry per rank), total_steps
 - ``log``: step, total_steps, loss, lr, epoch, tokens_per_sec, elapsed, eta, memory (per rank)
+- ``data``: rank, built (this rank tokenized; False: it read the cache), seconds, samples, eval_samples, tokens,
+  truncated, answer_lost, skipped, cache (one per rank)
+- ``eval``: step, total_steps, eval_loss, runtime, samples_per_second
 - ``save``: step, path
 - ``memory``: step, memory (per rank), at the end of training: the run's peaks
 - ``end``: status ("finished"), result (what was saved)

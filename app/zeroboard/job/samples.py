@@ -2,7 +2,8 @@
 
 The ``tokenizers`` library reads ``tokenizer.json`` directly (no transformers,
 so the web server stays light); the chat template is rendered with the same
-Jinja rules transformers uses (``data.chat``).  A sample "loses its answer"
+Jinja rules transformers uses (``data.chat``), a named template (chatml,
+llama3, ...) with its special tokens added as the trainer adds them.  A sample "loses its answer"
 when the prompt before its first answer already fills ``cutoff_len``: the
 trainer would then learn nothing from it.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data import chat
-from ..data.formats import Conversation
+from ..data.convert import Chat
 
 SAMPLE = 64  # samples per dataset looked at before launch
 
@@ -58,29 +59,53 @@ def tokenizer_for(model_dir: Path | None):
         return None
 
 
-def count(convs: list[Conversation], model_dir: Path, template: str, cutoff_len: int) -> CutoffCount | None:
+def _template(loaded, template: str):
+    """(tokenizer, chat template text, special tokens) as the trainer will have them, or None."""
+    tok, own, special = loaded
+    if template == "chat" and not own:
+        return None
+    if template in ("auto", "chat") and own:
+        return tok, own, special, False
+    named = chat.NAMED["plain" if template in ("auto", "chat") else template]
+    missing = [t for t in named.tokens if tok.token_to_id(t) is None]
+    if missing:
+        tok = _with_tokens(tok, tuple(missing))
+    if named.stop:
+        special = {**special, "eos_token": named.stop}
+    return tok, named.jinja, special, True
+
+
+@functools.lru_cache(maxsize=8)
+def _with_tokens(tok, tokens: tuple[str, ...]):
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(tok.to_str())
+    copy.add_special_tokens(list(tokens))
+    return copy
+
+
+def count(convs: list[Chat], model_dir: Path, template: str, cutoff_len: int) -> CutoffCount | None:
     """How many of these samples the cutoff truncates, and how many lose their whole answer (None: no tokenizer)."""
     loaded = tokenizer_for(model_dir)
-    if loaded is None:
+    resolved = _template(loaded, template) if loaded is not None else None
+    if resolved is None:
         return None
-    tok, chat_template, special = loaded
-    use_chat = template == "chat" or (template == "auto" and bool(chat_template))
-    if use_chat and not chat_template:
-        return None
+    tok, jinja, special, named = resolved
     out = CutoffCount()
 
-    def text(conv: Conversation, gen: bool) -> str:
-        if use_chat:
-            return chat.render_template(conv, chat_template, special, add_generation_prompt=gen)
-        return chat.render_plain(conv, special["eos_token"], add_generation_prompt=gen)
+    def text(c: Chat, upto: int | None, gen: bool) -> str:
+        conv = c.messages if upto is None else c.messages[:upto]
+        if named:
+            return chat.render_template(chat.with_tools(conv, c.tools), jinja, special, add_generation_prompt=gen)
+        return chat.render_template(conv, jinja, special, add_generation_prompt=gen, tools=c.tools)
 
-    for conv in convs:
-        first = next((i for i, m in enumerate(conv) if m["role"] == "assistant"), None)
+    for c in convs:
+        first = next((i for i, m in enumerate(c.messages) if m["role"] == "assistant"), None)
         if first is None:
             continue
         try:
-            full = len(tok.encode(text(conv, False), add_special_tokens=False).ids)
-            prompt = len(tok.encode(text(conv[:first], True), add_special_tokens=False).ids)
+            full = len(tok.encode(text(c, None, False), add_special_tokens=False).ids)
+            prompt = len(tok.encode(text(c, first, True), add_special_tokens=False).ids)
         except Exception:  # a template this renderer cannot follow: leave the verdict to the trainer
             return None
         out.seen += 1

@@ -29,7 +29,7 @@ Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
 Launcher = Literal["torchrun", "deepspeed"]
 DeviceType = Literal["auto", "cuda", "cpu"]
-Template = Literal["auto", "chat", "plain"]
+Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
 OnOff = Literal["auto", "on", "off"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
@@ -58,6 +58,10 @@ class JobSpec:
     template: Template = _f("auto", "data")
     cutoff_len: int = _f(128, "data")
     max_samples: int = _f(0, "data")
+    val_size: float = _f(0.0, "data")
+    eval_dataset: list[str] = _f([], "data")
+    preprocessing_num_workers: int = _f(0, "data")
+    overwrite_cache: bool = _f(False, "data")
     # --- hyperparameters -------------------------------------------------------
     learning_rate: float = _f(5e-5, "train")
     num_train_epochs: float = _f(3.0, "train")
@@ -65,6 +69,7 @@ class JobSpec:
     lr_scheduler_type: Scheduler = _f("cosine", "train")
     warmup_steps: float = _f(0.0, "train")
     per_device_train_batch_size: int = _f(4, "train")
+    per_device_eval_batch_size: int = _f(4, "train")
     gradient_accumulation_steps: int = _f(1, "train")
     max_grad_norm: float = _f(1.0, "train")
     weight_decay: float = _f(0.0, "train")
@@ -72,6 +77,7 @@ class JobSpec:
     gradient_checkpointing: bool = _f(False, "train")
     logging_steps: int = _f(5, "train")
     save_steps: int = _f(0, "train")
+    eval_steps: int = _f(0, "train")
     seed: int = _f(42, "train")
     # --- speed-ups -------------------------------------------------------------
     liger_kernel: OnOff = _f("auto", "speed")

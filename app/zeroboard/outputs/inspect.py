@@ -51,6 +51,8 @@ class Inspection:
             r = self.result
             how = (t("out.made_by", by=r["made_by"]) if r.get("made_by") else
                    t("out.trained", loss=f"{r.get('train_loss', float('nan')):.4f}", stage=r.get("deepspeed_stage")))
+            if r.get("eval_loss") is not None:
+                how += t("out.eval_loss", loss=f"{r['eval_loss']:.4f}")
             lines.append(t("out.result", kind=t(f"out.kind.{r.get('kind')}") if r.get("kind") in KINDS else r.get("kind"),
                            steps=r.get("global_step"), how=how))
         for i in self.items:

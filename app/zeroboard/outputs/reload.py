@@ -33,7 +33,10 @@ def load(path: str | Path, base_model: str | None = None):
         from peft import PeftModel
 
         base = base_model or json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), path)
+        base_model_ = AutoModelForCausalLM.from_pretrained(base)
+        if len(tokenizer) > base_model_.get_input_embeddings().weight.shape[0]:  # a template added tokens in training
+            base_model_.resize_token_embeddings(len(tokenizer))
+        model = PeftModel.from_pretrained(base_model_, path)
     else:
         model = AutoModelForCausalLM.from_pretrained(path)
     model.eval()

@@ -102,6 +102,22 @@ def memory_now(torch) -> dict:
     return mem
 
 
+EVAL_MARK = "zeroboard_eval"
+
+
+class EvalRows:
+    """Evaluation rows, marked so the collator leaves them out of the training token count."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return {**self.rows[i], EVAL_MARK: True}
+
+
 class TokenCounter:
     """Collator that pads a batch and counts the real (non-pad) tokens it produced.
 
@@ -119,6 +135,7 @@ class TokenCounter:
     def __call__(self, features: list[dict]):
         import torch
 
+        counted = not features[0].get(EVAL_MARK)  # evaluation batches do not count as training throughput
         width = max(len(f["input_ids"]) for f in features)
         packed = "position_ids" in features[0]
         batch: dict[str, list] = {"input_ids": [], "labels": [], "position_ids" if packed else "attention_mask": []}
@@ -130,7 +147,7 @@ class TokenCounter:
                 batch["position_ids"].append(f["position_ids"] + list(range(width - n)))
             else:
                 batch["attention_mask"].append([1] * n + [0] * (width - n))
-            self.tokens += n
+            self.tokens += n if counted else 0
         out = {k: torch.tensor(v) for k, v in batch.items()}
         if packed:
             out["use_cache"] = False  # with a KV cache object transformers skips the packed-sequence mask
@@ -197,6 +214,13 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
                      logs.get("learning_rate", 0.0), (tokens - self.tokens_last) / dt,
                      f"{eta:.0f}s" if eta is not None else "?")
             self.t_last, self.tokens_last = now, tokens
+
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            metrics = metrics or {}
+            if RANK == 0 and metrics.get("eval_loss") is not None:
+                events.emit("eval", step=state.global_step, total_steps=state.max_steps, eval_loss=metrics["eval_loss"],
+                            runtime=metrics.get("eval_runtime"), samples_per_second=metrics.get("eval_samples_per_second"))
+                log.info("step %d/%d eval loss %.4f", state.global_step, state.max_steps, metrics["eval_loss"])
 
         def on_train_end(self, args, state, control, **kw):
             memory = gather(memory_now(torch))  # the whole run's peak, also when the last step logged nothing

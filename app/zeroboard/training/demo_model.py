@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from ..data import formats
+from ..data import convert
 from ..data.demo import write_demo_data
 
 CHAT_TEMPLATE = (
@@ -25,7 +25,7 @@ SPECIAL_TOKENS = ["<|pad|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>
 def _corpus(data_dir: Path) -> list[str]:
     texts = []
     for name in ("identity", "demo_alpaca", "demo_sharegpt"):
-        for conv in formats.load([name], data_dir):
+        for conv in convert.load([name], data_dir):
             texts += [m["content"] for m in conv]
     return texts
 
@@ -41,7 +41,7 @@ def pretrain(model, tokenizer, data_dir: Path, steps: int = 600, seed: int = 0) 
     import torch
 
     texts = [tokenizer.apply_chat_template(c, tokenize=False)
-             for c in formats.load(["demo_alpaca", "demo_sharegpt"], data_dir)]
+             for c in convert.load(["demo_alpaca", "demo_sharegpt"], data_dir)]
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"][:96] for t in texts]
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)

@@ -12,13 +12,45 @@ from .templates import IGNORE
 
 
 def pack(rows: list[dict], width: int) -> list[dict]:
-    """Best-fit-decreasing packing of samples into rows of at most ``width`` tokens.
+    """Best-fit-decreasing packing of samples into rows of at most ``width`` tokens (see ``bins`` and ``join``)."""
+    return [join([rows[i] for i in members]) for members in bins([len(r["input_ids"]) for r in rows], width)]
 
-    Each sample keeps its own positions (0, 1, ...), which is how the model tells
-    samples apart. The first label of every sample is ignored: the loss would
-    otherwise predict it from the previous sample's last token. Rows are found by
-    their free space in a tree over 0..width, so a large dataset packs in
-    O(n log width).
+
+def join(members: list[dict]) -> dict:
+    """Samples in one row. Each keeps its own positions (0, 1, ...), which is how the model tells samples apart;
+    the first label of every sample is ignored: the loss would otherwise predict it from the previous sample's
+    last token."""
+    row: dict[str, list[int]] = {"input_ids": [], "labels": [], "position_ids": []}
+    for r in members:
+        row["input_ids"] += r["input_ids"]
+        row["labels"] += [IGNORE] + list(r["labels"][1:])
+        row["position_ids"] += list(range(len(r["input_ids"])))
+    return row
+
+
+class PackedRows:
+    """Packed rows over a (memory-mapped) tokenized dataset: the bins are computed once, each row joined when read.
+
+    Nothing is copied: a rank holds the bins (sample indices), and a row costs the pages of its samples.
+    """
+
+    def __init__(self, dataset, width: int):
+        self.dataset = dataset.select_columns(["input_ids", "labels"])
+        self.lengths = dataset.with_format("numpy", columns=["length"])[:]["length"].tolist()
+        self.bins = bins(self.lengths, width)
+
+    def __len__(self) -> int:
+        return len(self.bins)
+
+    def __getitem__(self, i: int) -> dict:
+        rows = self.dataset[self.bins[i]]  # one read of the members: columns of lists
+        return join([{"input_ids": a, "labels": b} for a, b in zip(rows["input_ids"], rows["labels"])])
+
+
+def bins(lengths: list[int], width: int) -> list[list[int]]:
+    """Best-fit decreasing: sample indices grouped into rows of at most ``width`` tokens.
+
+    Rows are found by their free space in a tree over 0..width, so a large dataset packs in O(n log width).
     """
     size = 1 << max(1, width).bit_length()
     count = [0] * (2 * size)  # count[size + r]: rows with r tokens free; inner nodes: sums
@@ -44,25 +76,17 @@ def pack(rows: list[dict], width: int) -> list[dict]:
             i //= 2
         return None
 
-    bins: list[list[dict]] = []
-    for r in sorted(rows, key=lambda r: len(r["input_ids"]), reverse=True):
-        n = len(r["input_ids"])
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda k: lengths[k], reverse=True):
+        n = lengths[i]
         free = tightest(n)
         if free is None:
-            bins.append([])
-            b, free = len(bins) - 1, width
+            groups.append([])
+            b, free = len(groups) - 1, width
         else:
             b = open_rows[free].pop()
             add(free, -1)
-        bins[b].append(r)
+        groups[b].append(i)
         open_rows.setdefault(free - n, []).append(b)
         add(free - n, 1)
-    packed = []
-    for members in bins:
-        row: dict[str, list[int]] = {"input_ids": [], "labels": [], "position_ids": []}
-        for r in members:
-            row["input_ids"] += r["input_ids"]
-            row["labels"] += [IGNORE] + r["labels"][1:]
-            row["position_ids"] += list(range(len(r["input_ids"])))
-        packed.append(row)
-    return packed
+    return groups

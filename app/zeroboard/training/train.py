@@ -22,13 +22,12 @@ import traceback
 from pathlib import Path
 
 from .. import files
-from ..data import formats
 from ..job import checks, folders, placement, record, spec as specmod
 from ..job.record import EventWriter
 from ..words import say
-from . import ops, templates
-from .callbacks import RANK, TokenCounter, make_callback
-from .packing import pack
+from . import dataprep, ops, templates
+from .callbacks import RANK, EvalRows, TokenCounter, make_callback
+from .packing import PackedRows
 from .speedups import Speedups
 
 log = logging.getLogger("zeroboard.train")
@@ -92,6 +91,7 @@ def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Spee
         logging_steps=job.logging_steps,
         save_strategy="steps" if job.save_steps > 0 else "no",
         save_steps=job.save_steps or 500,
+        per_device_eval_batch_size=job.per_device_eval_batch_size,
         seed=job.seed,
         deepspeed=ds_config,
         use_cpu=cpu,
@@ -100,6 +100,8 @@ def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Spee
         remove_unused_columns=False,
         dataloader_num_workers=0,
     )
+    if job.eval_steps > 0 and (job.val_size > 0 or job.eval_dataset):
+        kwargs.update(eval_strategy="steps", eval_steps=job.eval_steps)
     if cpu:
         kwargs["ddp_backend"] = "gloo"
     if speed.liger:
@@ -108,27 +110,71 @@ def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Spee
     return TrainingArguments(**kwargs)
 
 
-def build_dataset(job: specmod.JobSpec, tokenizer) -> list[dict]:
-    convs = formats.load(job.dataset, job.dataset_dir, job.max_samples)
-    chat = templates.use_chat_template(tokenizer, job.template)
-    rows = [templates.encode(c, tokenizer, chat, job.cutoff_len) for c in convs]
-    rows = [r for r in rows if any(label != templates.IGNORE for label in r["labels"])]
-    if not rows:
-        raise ValueError(say("train.cutoff_every_answer", cutoff=job.cutoff_len))
-    return pack(rows, job.cutoff_len) if job.packing else rows
+def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
+    """The tokenized training and evaluation sets: made once by each node's main process, read from the cache by the
+    other ranks (the Trainer's main_process_first), packed here if asked (the bins only: the rows stay on disk)."""
+    data = dataprep.prepare(job, tokenizer, lambda: args.main_process_first(local=True, desc="dataset"),
+                            is_main=args.local_process_index == 0)
+    info = data.info
+    events.emit("data", rank=RANK, built=data.built, seconds=round(data.seconds, 3), samples=len(data.train),
+                eval_samples=len(data.eval) if data.eval is not None else 0, tokens=info["tokens"],
+                truncated=info["truncated"], answer_lost=info["answer_lost"], skipped=info["skipped"],
+                cache=[str(p) for p in data.paths])
+    if RANK == 0:
+        log.info("data: %d samples, %d tokens (%d truncated at cutoff_len %d, %d with no answer left, %d records "
+                 "skipped) %s in %.1f s", info["samples"], info["tokens"], info["truncated"], job.cutoff_len,
+                 info["answer_lost"], info["skipped"], "tokenized" if data.built else "read from the cache", data.seconds)
+        for p in info["problems"][:3]:
+            log.warning("skipped %s record %d: %s", p["where"], p["record"], say_json(p["message"]))
+    def rows(ds):
+        if ds is None:
+            return None
+        return PackedRows(ds, job.cutoff_len) if job.packing else ds.select_columns(["input_ids", "labels"])
+
+    train, evals = rows(data.train), rows(data.eval)
+    evals = EvalRows(evals) if evals is not None else None
+    if job.packing and RANK == 0:
+        tokens = sum(train.lengths)
+        log.info("dataset: %d tokens of %d samples packed into %d rows of up to %d (%.0f%% filled)", tokens, len(data.train),
+                 len(train), job.cutoff_len, 100 * tokens / max(1, len(train) * job.cutoff_len))
+    return train, evals, data
 
 
-def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups):
+def say_json(message) -> str:
+    from ..words import from_json
+
+    return str(from_json(message))
+
+
+def use_template(job: specmod.JobSpec, tokenizer) -> templates.Applied:
+    applied = templates.apply(tokenizer, job.template)
+    if RANK == 0 and applied.added:
+        log.warning("template %s: added special tokens %s to the tokenizer (%d tokens now); their embeddings are new "
+                    "and trained%s", applied.name, ", ".join(applied.added), len(tokenizer),
+                    " (LoRA also trains the embedding and output layers)" if job.finetuning_type == "lora" else "")
+    if RANK == 0 and applied.eos:
+        log.info("template %s: %s ends each answer and is the tokenizer's end of sequence", applied.name, applied.eos)
+    return applied
+
+
+def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | None = None):
+    """The model; ``vocab``: the tokenizer's size after a template added tokens (the embeddings grow to it)."""
     from transformers import AutoModelForCausalLM
 
     extra = {"attn_implementation": speed.attn} if speed.attn else {}
     model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
+    grown = vocab is not None and vocab > model.get_input_embeddings().weight.shape[0]
+    if grown:
+        model.resize_token_embeddings(vocab)
     if job.finetuning_type == "lora":
         from peft import LoraConfig, get_peft_model
 
         target = "all-linear" if job.lora_target == ["all"] else job.lora_target
+        # new tokens' embeddings start untrained: with LoRA they would stay so unless the layers are trained whole
+        save = [n for n, m in model.named_modules() if m in (model.get_input_embeddings(), model.get_output_embeddings())]
         cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
-                         lora_dropout=job.lora_dropout, target_modules=target)
+                         lora_dropout=job.lora_dropout, target_modules=target,
+                         modules_to_save=[n.rpartition(".")[2] for n in save] if grown else None)
         if job.gradient_checkpointing:
             model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
         # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
@@ -136,7 +182,8 @@ def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups):
     return model
 
 
-def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer, train_output) -> dict:
+def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer, train_output, applied: templates.Applied,
+                eval_loss: float | None) -> dict:
     out = Path(job.output_dir)
     # on every rank: ZeRO-3 gathers the 16-bit weights collectively (or, when the config does not gather them,
     # transformers saves a ZeRO checkpoint instead: every rank writes its shard)
@@ -167,6 +214,9 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
         "zero_checkpoint": zero,
         "global_step": trainer.state.global_step,
         "train_loss": train_output.training_loss,
+        "eval_loss": eval_loss,
+        "template": applied.name,
+        "added_tokens": applied.added,
         "metrics": train_output.metrics,
         "deepspeed_stage": stage,  # the effective stage: from the DeepSpeed JSON the run used
         "offload": {"optimizer": off_opt, "parameters": off_par},
@@ -242,20 +292,17 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- data ------------------------------------------------------------------------
     tokenizer = AutoTokenizer.from_pretrained(job.model_name_or_path)
+    vocab_before = len(tokenizer)
+    applied = use_template(job, tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    rows = build_dataset(job, tokenizer)
-    tokens = sum(len(r["input_ids"]) for r in rows)
-    if job.packing:
-        log.info("dataset: %d tokens packed into %d rows of up to %d (%.0f%% filled)", tokens, len(rows), job.cutoff_len,
-                 100 * tokens / (len(rows) * job.cutoff_len))
-    else:
-        log.info("dataset: %d samples, %d tokens", len(rows), tokens)
+    rows, eval_rows, data = prepare_data(job, tokenizer, args, events)
 
     # --- model -----------------------------------------------------------------------
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
     # Mixed precision without DeepSpeed keeps fp32 master weights (autocast) unless pure_bf16; DeepSpeed casts itself.
-    model = load_model(job, dtype if ds_config is not None or job.pure_bf16 else torch.float32, speed)
+    model = load_model(job, dtype if ds_config is not None or job.pure_bf16 else torch.float32, speed,
+                       len(tokenizer) if len(tokenizer) > vocab_before else None)
     if RANK == 0:
         log.info("speed-ups: %s", "; ".join(speed.notes))
     if RANK == 0 and job.finetuning_type == "lora":
@@ -264,7 +311,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- train -----------------------------------------------------------------------
     counter = TokenCounter(tokenizer.pad_token_id)
-    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=counter,
+    trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=eval_rows, data_collator=counter,
                       processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at, speed.to_dict())])
     from transformers.trainer_callback import PrinterCallback
 
@@ -277,12 +324,17 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         if RANK == 0 and skipped:
             log.warning("skipping incomplete checkpoint(s): %s", ", ".join(skipped))
     train_output = trainer.train(resume_from_checkpoint=last_ckpt)
+    eval_loss = None
+    if eval_rows is not None:  # the final evaluation (an eval event), unless the last step was just evaluated
+        done = [h["eval_loss"] for h in trainer.state.log_history
+                if "eval_loss" in h and h.get("step") == trainer.state.global_step]
+        eval_loss = done[-1] if done else trainer.evaluate().get("eval_loss")
     if RANK == 0 and trainer.is_deepspeed_enabled:
         resolved = trainer.accelerator.deepspeed_plugin.hf_ds_config.config
         (Path(job.output_dir) / record.DS_RESOLVED_FILE).write_text(json.dumps(resolved, indent=2, default=str))
 
     # --- save ------------------------------------------------------------------------
-    return save_result(trainer, job, ds_config, tokenizer, train_output)
+    return save_result(trainer, job, ds_config, tokenizer, train_output, applied, eval_loss)
 
 
 def shutdown() -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files, planner, words, workspace
-from ..data import formats as datafmt
+from ..data import convert, info as datainfo, records
+from ..data.formats import DataError
 from ..job import checks, command, devices, placement, spec
 from ..planner import verdict
 from ..runs import manager as runmgr
@@ -229,7 +230,7 @@ def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
 
 
 def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") -> str:
-    """A few samples of each chosen dataset, as chat turns (Markdown)."""
+    """The first records of each chosen dataset, as chat turns (Markdown; read directly, nothing tokenized)."""
     try:
         chosen = spec.coerce("dataset", names)
     except ValueError as e:
@@ -245,17 +246,19 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
     out = []
     for name in chosen:
         try:
-            src = datafmt.resolve(name, dataset_dir)
-            if not ws.readable(src.path, cache_ok=True):
-                raise datafmt.DataError(say("check.read_outside", path=str(src.path), roots=ws.describe()))
-            records = datafmt.read_records(src.path)
-            convs = datafmt.to_conversations(src, records[:n])
-        except datafmt.DataError as e:
+            src = datainfo.resolve(name, dataset_dir)  # confined: files outside the workspace are refused
+            if src.load_from != "file":
+                out.append(text("page.samples_hub", lang, name=html.escape(name), where=html.escape(src.where)))
+                continue
+            chats = convert.chats(src, records.head(src, n))
+        except DataError as e:
             out.append(f"**{text('page.error', lang)}** {html.escape(name)}: {html.escape(tr(e.args[0], lang))}")
             continue
-        out.append(text("page.samples", lang, name=html.escape(name), n=len(records), path=str(src.path), shown=len(convs)))
-        for conv in convs:
-            out.append("\n".join(f"> **{m['role']}**: {html.escape(m['content'])}  " for m in conv))
+        out.append(text("page.samples_first", lang, name=html.escape(name), path=html.escape(src.where), shown=len(chats)))
+        if src.unknown:
+            out.append("> " + html.escape(tr(say("data.unknown_keys", name=name, keys=", ".join(src.unknown)), lang)))
+        for c in chats:
+            out.append("\n".join(f"> **{m['role']}**: {html.escape(m['content'])}  " for m in c.messages))
     return "\n\n".join(out)
 
 

@@ -88,6 +88,7 @@ class Snapshot:
     log_version: int = 0
     events_version: int = 0
     loss: list[dict] = field(default_factory=list)
+    eval_loss: list[dict] = field(default_factory=list)  # the evaluation set's loss, drawn beside the training loss
     lr: list[dict] = field(default_factory=list)
     tps: list[dict] = field(default_factory=list)
     gpu_rows: list[list] = field(default_factory=list)
@@ -235,6 +236,8 @@ class Live:
         snap.progress_html = progress_html(r, state, lang)
         snap.log_text, snap.log_version, snap.events_version = r.log_text(), r.log_version, r.events_version
         snap.loss = [{"step": e["step"], "loss": e["loss"]} for e in r.logs if e.get("loss") is not None]
+        snap.eval_loss = [{"step": e["step"], "loss": e["eval_loss"]} for e in r.others
+                          if e.get("event") == "eval" and e.get("eval_loss") is not None]
         snap.lr = [{"step": e["step"], "lr": e["lr"]} for e in r.logs if e.get("lr") is not None]
         snap.tps = [{"step": e["step"], "tokens/s": e["tokens_per_sec"]} for e in r.logs
                     if e.get("tokens_per_sec") is not None]

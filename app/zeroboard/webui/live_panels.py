@@ -66,6 +66,21 @@ def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
     return df.astype({c: ("string" if c == "series" else "float64") for c in columns})
 
 
+# fixed names, the metrics' own (as in the log and the result file), the same in every language: the plot's colours
+# are set on its first value
+LOSS_SERIES = {"loss": "#2563eb", "eval_loss": "#ea580c"}
+
+
+def loss_frame(train: list[dict], evals: list[dict]) -> pd.DataFrame:
+    """Training and evaluation loss as two series; a series with no point yet gets an empty (NaN) one, so every
+    value the plot gets names both series (it keeps the series of its first value: see notes on gradio's LinePlot)."""
+    rows = [{**r, "series": "loss"} for r in train] + [{**r, "series": "eval_loss"} for r in evals]
+    step = float(train[0]["step"]) if train else 0.0
+    rows += [{"step": step, "loss": float("nan"), "series": name} for name, has in (("loss", train), ("eval_loss", evals))
+             if not has]
+    return _frame(rows, ["step", "loss", "series"])
+
+
 def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     t = lambda key: words.label(key, lang)  # noqa: E731
     texts = {}
@@ -74,8 +89,9 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
         status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
     progress = gr.HTML(elem_id="zb-progress")
     with gr.Row():
-        loss = gr.LinePlot(_frame([], ["step", "loss"]), x="step", y="loss", label=t("loss"), x_title=t("axis_step"),
-                           y_title=t("loss"), height=220, elem_id="zb-loss")
+        loss = gr.LinePlot(loss_frame([], []), x="step", y="loss", color="series", color_map=LOSS_SERIES, label=t("loss"),
+                           x_title=t("axis_step"), y_title=t("loss"), color_title=t("axis_series"), height=220,
+                           elem_id="zb-loss")
         lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), x_title=t("axis_step"),
                          y_title=t("lr"), height=220, elem_id="zb-lr")
         tps = gr.LinePlot(_frame([], ["step", "tokens/s"]), x="step", y="tokens/s", label=t("tps"), x_title=t("axis_step"),
@@ -97,7 +113,8 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     final = gr.Markdown(elem_id="zb-final")
     check = output_panel.render_output_check(lang)
     chart = lambda key: {"label": key, "x_title": "axis_step", "y_title": key}  # noqa: E731
-    texts.update(run=(run, "label"), loss=(loss, chart("loss")), lr=(lr, chart("lr")), tps=(tps, chart("tps")),
+    texts.update(run=(run, "label"), loss=(loss, {**chart("loss"), "color_title": "axis_series"}), lr=(lr, chart("lr")),
+                 tps=(tps, chart("tps")),
                  logs=(log, "label"), download_log=(download, "label"), processes=(procs, "label"),
                  history=(history, {"label": "history", "x_title": "axis_seconds", "color_title": "axis_series"}))
     texts["memory" if gpus else "memory_cpu"] = (mem, "label")
@@ -130,7 +147,7 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
     out = [
         snap.status_md if changed("status", status_key) else skip,
         snap.progress_html,
-        _frame(snap.loss, ["step", "loss"]) if events_new else skip,
+        loss_frame(snap.loss, snap.eval_loss) if events_new else skip,
         _frame(snap.lr, ["step", "lr"]) if events_new else skip,
         _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip,
         snap.log_text if log_new else skip,

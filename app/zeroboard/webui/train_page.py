@@ -15,7 +15,7 @@ import gradio as gr
 from .. import planner, words
 from ..job import devices, spec
 from ..runs.manager import JobManager
-from . import form as formmod, handlers, plan_panel
+from . import data_view, form as formmod, handlers, plan_panel
 
 
 @dataclass
@@ -139,6 +139,13 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
             return [gr.skip()] * n + [message]
         return [values.get(name, gr.skip()) for name in f.names] + [message]
 
+    def on_preview_data(*args):
+        """The first records at once, then (a subprocess) the samples as the trainer sees them, and the statistics."""
+        values, lang_value = f.values(args[:n]), args[n]
+        light = handlers.dataset_preview(values.get("dataset_dir", ""), values.get("dataset", ""), lang=lang_value)
+        yield f"*{words.text('page.data_tokenizing', lang_value)}*\n\n---\n\n{light}"
+        yield f"{data_view.tokenized_view(values, lang=lang_value)}\n\n---\n\n{light}"
+
     def on_devices(*args):
         return handlers.device_count(f.values(args), gpus)
 
@@ -155,8 +162,7 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
                          [session, lang], [page.message], **io)
     page.save.click(on_save, [*f.inputs, page.args_path, lang, session], [page.message, session], **io)
     page.load.click(on_load, [page.args_path, lang], [*f.inputs, page.message], **io)
-    page.preview_data.click(lambda d, names, lang_value: handlers.dataset_preview(d, names, lang=lang_value),
-                            [f.fields["dataset_dir"], f.fields["dataset"], lang], [page.data_preview], **io)
+    page.preview_data.click(on_preview_data, [*f.inputs, lang], [page.data_preview], **io)
     for name in ("gpu_ids", "num_processes", "device_type"):
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)

@@ -28,6 +28,22 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "cli.run_arg_help": ("the run's output folder", "运行的输出目录"),
     "cli.no_wait_help": ("ask the job to stop and return at once", "请求停止后立即返回"),
+    "cli.dataset_help": (
+        "show the job's data as the trainer sees it: samples through the template, learned tokens marked, statistics",
+        "按训练时的样子显示任务的数据:经过模板的样本、标出学习的 token、统计",
+    ),
+    "cli.dataset_n_help": ("how many samples to show (default 5)", "显示多少条样本(默认 5)"),
+    "cli.dataset_failed": ("dataset: {why}", "dataset: {why}"),
+    "cli.dataset_head": ("template {template}, cutoff_len {cutoff}, datasets: {datasets}", "模板 {template},截断长度 {cutoff},数据集:{datasets}"),
+    "cli.dataset_stats": (
+        "{samples} samples ({train} to train, {eval} to evaluate), {tokens} tokens ({learned} learned); {truncated} truncated by cutoff_len, {lost} lose their whole answer (left out), {skipped} records skipped",
+        "{samples} 条样本(训练 {train},验证 {eval}),{tokens} 个 token(学习 {learned} 个);{truncated} 条被 cutoff_len 截断,{lost} 条丢失整个回答(不用),跳过 {skipped} 条记录",
+    ),
+    "cli.dataset_added": ("special tokens added by the template: {tokens}", "模板加入的特殊 token:{tokens}"),
+    "cli.dataset_problem": ("skipped: {path} record {i}: {why}", "已跳过:{path} 第 {i} 条记录:{why}"),
+    "cli.dataset_legend": ("learned tokens are between {left} and {right}; the rest is prompt, masked from the loss", "{left} 和 {right} 之间是学习的 token;其余是提示,不计入 loss"),
+    "cli.dataset_sample": ("#{k} {name} record {record}: {tokens} tokens, {learned} learned", "#{k} {name} 第 {record} 条记录:{tokens} 个 token,学习 {learned} 个"),
+    "cli.dataset_cut": ("(truncated)", "(已截断)"),
     "cli.check_help": (
         "say what a run saved, reload it and let it answer next to its base",
         "说明运行保存了什么,重新加载并与基座模型对比回答",

@@ -24,14 +24,85 @@ WORDS: dict[str, tuple[str, str]] = {
         "records need instruction/output (alpaca) or conversations/messages (sharegpt); found keys {keys}",
         "记录需要 instruction/output(alpaca)或 conversations/messages(sharegpt);实际的键为 {keys}",
     ),
-    "data.unknown_speaker": (
-        "unknown speaker {who} (use human/gpt or user/assistant)",
-        "未知的说话人 {who}(请用 human/gpt 或 user/assistant)",
-    ),
     "data.bad_formatting": (
-        "{name}: formatting {fmt} is not supported (use alpaca or sharegpt)",
-        "{name}:不支持 formatting {fmt}(请用 alpaca 或 sharegpt)",
+        "{name}: formatting {fmt} is not supported (use alpaca, sharegpt or openai)",
+        "{name}:不支持 formatting {fmt}(请用 alpaca、sharegpt 或 openai)",
     ),
     "data.record_error": ("{path} record {i}: {why}", "{path} 第 {i} 条记录:{why}"),
-    "data.no_answer": ("{path} record {i} has no answer to learn from", "{path} 第 {i} 条记录没有可学习的回答"),
+    "data.no_answer_here": (
+        "no answer to learn from (the response column, or an assistant turn, is empty or missing; map it with columns)",
+        "没有可学习的回答(response 列或 assistant 轮为空或缺失;请用 columns 指定列名)",
+    ),
+    "data.record_not_object": ("the record is not an object", "这条记录不是对象"),
+    "data.folder_empty": ("{name} points to the folder {path}, which holds no data file", "{name} 指向目录 {path},但其中没有数据文件"),
+    "data.file_type": (
+        "{path}: not a data file this tool reads (use {types})",
+        "{path}:不是可读取的数据文件(请用 {types})",
+    ),
+    "data.mixed_types": (
+        "{name}: the folder {path} mixes kinds of data files; keep one kind per dataset",
+        "{name}:目录 {path} 中混有不同类型的数据文件;每个数据集只用一种",
+    ),
+    "data.info_not_mapping": ("{path} must map dataset names to their descriptions", "{path} 必须是数据集名到其描述的映射"),
+    "data.entry_not_mapping": ("{info}: entry {name} must be an object", "{info}:条目 {name} 必须是对象"),
+    "data.entry_field": (
+        "{info}: entry {name} has an unusable {field} (columns and tags map names to names; num_samples is a whole number)",
+        "{info}:条目 {name} 的 {field} 无法使用(columns 和 tags 是名称到名称的映射;num_samples 是正整数)",
+    ),
+    "data.tools_not_json": ("the tools column {column} is not JSON", "tools 列 {column} 不是 JSON"),
+    "data.bad_history": (
+        "the history column {column} must be a list of [prompt, response] pairs",
+        "history 列 {column} 必须是 [提问, 回答] 对组成的列表",
+    ),
+    "data.no_messages": (
+        "no list of messages in the column {column} (map it with columns.messages)",
+        "列 {column} 中没有消息列表(请用 columns.messages 指定)",
+    ),
+    "data.turn_not_object": ("message {i} is not an object", "第 {i} 条消息不是对象"),
+    "data.unknown_speaker_tags": (
+        "unknown speaker {who} in the key {key} (known: {known}; set the tags of the entry to match the data)",
+        "键 {key} 中的说话人 {who} 未知(已知:{known};请让条目的 tags 与数据一致)",
+    ),
+    "data.no_role_key": (
+        "message {i} has no key {key} (its keys: {keys}; set role_tag and content_tag in the entry's tags)",
+        "第 {i} 条消息没有键 {key}(它的键:{keys};请在条目的 tags 中设置 role_tag 和 content_tag)",
+    ),
+    "data.system_not_first": (
+        "message {i} is a system message; only the first message may be one",
+        "第 {i} 条消息是 system 消息;只有第一条消息可以是 system",
+    ),
+    "data.not_readable": ("{path} cannot be read as {kind}: {why}", "{path} 无法按 {kind} 读取:{why}"),
+    "data.ms_hub_missing": (
+        "{name}: {hub} is on ModelScope, which needs the modelscope package (pip install modelscope), or use hf_hub_url",
+        "{name}:{hub} 在 ModelScope 上,需要 modelscope 包(pip install modelscope),或改用 hf_hub_url",
+    ),
+    "data.load_failed": (
+        "{name}: the datasets library could not load {where}: {why}",
+        "{name}:datasets 库无法加载 {where}:{why}",
+    ),
+    "data.template_failed": ("the template cannot render this record: {why}", "模板无法渲染这条记录:{why}"),
+    "data.all_skipped": (
+        "no record could be used ({n} skipped); the first: {path} record {i}: {why}",
+        "没有可用的记录(跳过 {n} 条);第一条:{path} 第 {i} 条记录:{why}",
+    ),
+    "data.val_too_big": (
+        "val_size {val} leaves no training sample out of {n}",
+        "val_size {val} 使 {n} 条样本中没有剩下训练样本",
+    ),
+    "data.unknown_keys": (
+        "{name}: not used here: {keys} (supervised fine-tuning reads file_name, the hub names, formatting, columns, tags, subset, split, folder, num_samples)",
+        "{name}:这里不使用:{keys}(监督微调读取 file_name、hub 名称、formatting、columns、tags、subset、split、folder、num_samples)",
+    ),
+    "data.hub_note": (
+        "{name}: {where} is loaded by the datasets library at launch, from its cache or, online, from the hub",
+        "{name}:{where} 将在启动时由 datasets 库加载,来自其缓存或(联网时)hub",
+    ),
+    "data.both_eval": (
+        "choose one: eval_dataset or val_size",
+        "请二选一:eval_dataset 或 val_size",
+    ),
+    "data.val_size_range": (
+        "must be 0 (none), a fraction below 1, or a whole number of samples; got {got}",
+        "必须是 0(不留)、小于 1 的比例或整数条样本;实际为 {got}",
+    ),
 }

@@ -25,14 +25,14 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
     "dataset": (
         "Dataset",
         "数据集",
-        "Dataset names from dataset_info.json, or paths to .json/.jsonl files.",
-        "dataset_info.json 中的数据集名,或 .json/.jsonl 文件路径,用逗号分隔。",
+        "Dataset names from dataset_info.json, or paths to .json/.jsonl/.csv/.parquet/.arrow files, comma-separated.",
+        "dataset_info.json 中的数据集名,或 .json/.jsonl/.csv/.parquet/.arrow 文件路径,用逗号分隔。",
     ),
     "template": (
         "Prompt template",
         "提示模板",
-        "auto: the tokenizer's chat template if it has one, else plain text.",
-        "auto:有对话模板就用对话模板,否则用纯文本。",
+        "auto: the tokenizer's chat template if it has one, else plain. A named template (chatml, llama3, mistral, gemma, qwen, phi, alpaca, plain) replaces it, adding its special tokens when missing.",
+        "auto:有对话模板就用对话模板,否则用 plain。指定模板名(chatml、llama3、mistral、gemma、qwen、phi、alpaca、plain)则替换它,缺少的特殊 token 会被加入。",
     ),
     "cutoff_len": (
         "Cutoff length",
@@ -45,6 +45,30 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "最大样本数",
         "Use at most this many samples per dataset (0 = all).",
         "每个数据集最多使用的样本数(0 = 全部)。",
+    ),
+    "val_size": (
+        "Validation size",
+        "验证集比例",
+        "Hold out this fraction (below 1) or this many samples of the training data for evaluation (0 = none).",
+        "从训练数据中留出这个比例(小于 1)或这么多条样本用于评估(0 = 不留)。",
+    ),
+    "eval_dataset": (
+        "Eval dataset",
+        "验证数据集",
+        "Datasets for evaluation, named as for Dataset (instead of a validation size).",
+        "用于评估的数据集,写法同数据集(代替验证集比例)。",
+    ),
+    "preprocessing_num_workers": (
+        "Preprocessing workers",
+        "预处理进程数",
+        "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores).",
+        "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数)。",
+    ),
+    "overwrite_cache": (
+        "Overwrite cache",
+        "覆盖缓存",
+        "Tokenize again even when the cache holds this data with this tokenizer and template.",
+        "即使缓存中已有相同数据、分词器和模板的结果,也重新分词。",
     ),
     "learning_rate": ("Learning rate", "学习率", "Peak learning rate of AdamW.", "AdamW 的峰值学习率。"),
     "num_train_epochs": (
@@ -71,6 +95,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "批处理大小",
         "Samples per device per forward pass (micro-batch).",
         "每个设备每次前向的样本数(micro-batch)。",
+    ),
+    "per_device_eval_batch_size": (
+        "Eval batch size",
+        "验证批处理大小",
+        "Samples per device per evaluation forward pass.",
+        "评估时每个设备每次前向的样本数。",
     ),
     "gradient_accumulation_steps": (
         "Gradient accumulation",
@@ -103,6 +133,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "保存间隔",
         "Save a checkpoint every N steps (0 = only the final result).",
         "每 N 步保存一次检查点(0 = 只保存最终结果)。",
+    ),
+    "eval_steps": (
+        "Eval steps",
+        "验证间隔",
+        "With an evaluation set: its loss every N steps and at the end (0 = only at the end).",
+        "有验证集时:每 N 步和训练结束时计算验证 loss(0 = 只在结束时)。",
     ),
     "seed": ("Seed", "随机种子", "Random seed.", "随机种子。"),
     "liger_kernel": (

@@ -9,6 +9,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "out.result": ("  result: {kind} after {steps} steps, {how}", "  结果:{steps} 步之后的{kind},{how}"),
     "out.made_by": ("made by {by}", "由 {by} 生成"),
     "out.trained": ("train loss {loss}, DeepSpeed stage {stage}", "训练 loss {loss},DeepSpeed stage {stage}"),
+    "out.eval_loss": (", eval loss {loss}", ",验证 loss {loss}"),
     "out.step": (" (step {step})", "(第 {step} 步)"),
     "out.what.lora": (
         "a LoRA adapter: it needs its base model ({base}) to load (peft.PeftModel.from_pretrained(base, path)); "

@@ -141,7 +141,25 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "page.not_loaded": ("Nothing was loaded from {path}: {why}", "没有从 {path} 载入任何内容:{why}"),
     "page.loaded": ("Loaded the arguments from {path}", "已从 {path} 载入参数"),
-    "page.samples": ("**{name}** — {n} samples in `{path}`, first {shown}:", "**{name}** — `{path}` 中有 {n} 条样本,前 {shown} 条:"),
+    "page.data_stats": (
+        "**{samples} samples** ({train} to train, {eval} to evaluate) · {tokens} tokens, {learned} learned · template `{template}` · {truncated} truncated at cutoff_len {cutoff} · {lost} lose their whole answer (left out) · {skipped} records skipped",
+        "**{samples} 条样本**(训练 {train},验证 {eval})· {tokens} 个 token,学习 {learned} 个 · 模板 `{template}` · {truncated} 条在截断长度 {cutoff} 处被截断 · {lost} 条丢失整个回答(不用)· 跳过 {skipped} 条记录",
+    ),
+    "page.data_added": ("Special tokens added by the template: `{tokens}`", "模板加入的特殊 token:`{tokens}`"),
+    "page.data_legend": (
+        "Highlighted: the tokens the model learns (the loss); the rest is prompt, masked. ↵ a line break, ✂ cut by cutoff_len.",
+        "高亮:模型学习的 token(计入 loss);其余是提示,被屏蔽。↵ 换行,✂ 被截断长度截断。",
+    ),
+    "page.data_tokenizing": (
+        "Tokenizing with the job's tokenizer and template (the first time for this data it reads all of it)…",
+        "正在用任务的分词器和模板分词(这份数据第一次需要完整读取)……",
+    ),
+    "headers.data": ("#|dataset|record|tokens|learned|sample (as the model sees it)", "#|数据集|记录|token 数|学习|样本(模型看到的样子)"),
+    "page.samples_first": ("**{name}** — `{path}`, its first {shown} records:", "**{name}** — `{path}`,前 {shown} 条记录:"),
+    "page.samples_hub": (
+        "**{name}** — `{where}`, a hub dataset: the tokenized view below loads it through the datasets library",
+        "**{name}** — `{where}`,hub 数据集:下方分词后的视图通过 datasets 库加载它",
+    ),
     "page.nothing_to_check": ("Nothing to check: {why}", "没有可检查的内容:{why}"),
     "page.no_run_selected": ("No run selected: pick a finished run above.", "没有选择运行:请在上面选择一个已完成的运行。"),
     "page.no_job_record": ("no job record", "没有任务记录"),

@@ -94,6 +94,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "cutoff_len: {cutoff} tokens cut off every answer; raise cutoff_len",
         "cutoff_len:{cutoff} 个 token 截掉了所有回答;请调大截断长度",
     ),
+    "train.data_not_built": (
+        "the tokenized data is not in {path}: the main process did not prepare it (see its error)",
+        "{path} 中没有分词后的数据:主进程没有准备好它(见其错误)",
+    ),
     "train.no_weights": ("save_model wrote no weight file into {path}", "save_model 没有在 {path} 写入任何权重文件"),
     "train.no_chat_template": (
         "template: chat was asked for but the tokenizer has no chat template; use plain or auto",

@@ -1,0 +1,179 @@
+"""One record as a chat: alpaca, sharegpt and OpenAI-style records, read through an entry's columns and tags.
+
+Pure Python.  The same function serves the checks before launch (a few
+records), the dataset preview and the trainer's tokenizing map (every
+record), so what is checked is what is trained.  A chat is a list of messages
+``{"role": "system" | "user" | "assistant" | "tool", "content": str}`` and
+the tool descriptions, if the record has any.  Assistant messages are learned
+(function calls are assistant messages); every other message is prompt.
+
+Defaults follow LLaMA-Factory: an entry reads only the columns it maps (the
+alpaca prompt/query/response default to instruction/input/output, sharegpt's
+messages to conversations) and its tags default to from/value, human/gpt,
+observation/function_call/system.  A bare file path, with no entry, also reads
+the usual ``system``, ``history`` and ``tools`` keys and accepts role/content
+messages with the common speaker names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..words import say
+from .formats import DataError, Message
+from .info import DatasetSource, resolve
+from .records import head
+
+ROLE_ALIASES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "model": "assistant",
+                "bot": "assistant", "system": "system", "observation": "tool", "tool": "tool",
+                "function_call": "assistant"}
+SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
+                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
+OPENAI_TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
+               "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}
+BARE_COLUMNS = {"system": "system", "history": "history", "tools": "tools"}  # read from a bare file path too
+
+
+@dataclass
+class Chat:
+    messages: list[Message]
+    tools: Any = None  # a list of function descriptions (JSON), or None
+    extra: dict = field(default_factory=dict)
+
+
+def text_of(value: Any) -> str:
+    """A cell as text: missing (None, a CSV's empty cell read as NaN) is empty; numbers are written out."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def detect_format(record: dict) -> str:
+    if "conversations" in record or "messages" in record:
+        return "sharegpt"
+    if "instruction" in record and "output" in record:
+        return "alpaca"
+    raise DataError(say("data.unknown_format", keys=str(sorted(record))))
+
+
+def _column(src: DatasetSource, key: str, default: str | None) -> str | None:
+    if key in src.columns:
+        return src.columns[key]
+    if src.formatting == "auto" and key in BARE_COLUMNS:
+        return BARE_COLUMNS[key]
+    return default
+
+
+def _tools(record: dict, src: DatasetSource) -> Any:
+    col = _column(src, "tools", None)
+    value = record.get(col) if col else None
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise DataError(say("data.tools_not_json", column=col)) from None
+    return value if isinstance(value, list) else [value]
+
+
+def _system(record: dict, src: DatasetSource) -> str:
+    col = _column(src, "system", None)
+    return text_of(record.get(col)) if col else ""
+
+
+def alpaca(record: dict, src: DatasetSource) -> Chat:
+    conv: list[Message] = []
+    system = _system(record, src)
+    if system:
+        conv.append({"role": "system", "content": system})
+    hist_col = _column(src, "history", None)
+    history = record.get(hist_col) if hist_col else None
+    if history is not None and not (isinstance(history, float) and math.isnan(history)):
+        if not isinstance(history, list) or not all(isinstance(t, (list, tuple)) and len(t) == 2 for t in history):
+            raise DataError(say("data.bad_history", column=hist_col))
+        for q, a in history:
+            conv += [{"role": "user", "content": text_of(q)}, {"role": "assistant", "content": text_of(a)}]
+    parts = [text_of(record.get(_column(src, key, default))) for key, default in (("prompt", "instruction"),
+                                                                                  ("query", "input"))]
+    conv.append({"role": "user", "content": "\n".join(p for p in parts if p)})
+    conv.append({"role": "assistant", "content": text_of(record.get(_column(src, "response", "output")))})
+    return Chat(conv, _tools(record, src))
+
+
+def sharegpt(record: dict, src: DatasetSource) -> Chat:
+    base = OPENAI_TAGS if src.formatting == "openai" else SHAREGPT_TAGS
+    tags = {**base, **src.tags}
+    col = _column(src, "messages", "messages" if src.formatting == "openai" else "conversations")
+    turns = record.get(col)
+    if turns is None and src.formatting == "auto":
+        turns = record.get("messages")
+    if not isinstance(turns, list):
+        raise DataError(say("data.no_messages", column=col))
+    roles = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "tool",
+             tags["function_tag"]: "assistant", tags["system_tag"]: "system"}
+    lenient = not src.tags  # no tags given: the common speaker names and both key styles are understood
+    conv: list[Message] = []
+    for i, t in enumerate(turns):
+        if not isinstance(t, dict):
+            raise DataError(say("data.turn_not_object", i=i))
+        who = t.get(tags["role_tag"])
+        content = t.get(tags["content_tag"])
+        if lenient and who is None:
+            who, content = t.get("role", t.get("from")), t.get("content", t.get("value"))
+        if who is None:
+            raise DataError(say("data.no_role_key", i=i, key=tags["role_tag"], keys=", ".join(sorted(map(str, t)))))
+        role = roles.get(who) or (ROLE_ALIASES.get(str(who).lower()) if lenient and who is not None else None)
+        if role is None:
+            raise DataError(say("data.unknown_speaker_tags", who=repr(who), key=tags["role_tag"],
+                                known=", ".join(sorted(k for k in roles if k))))
+        if role == "system" and conv:
+            raise DataError(say("data.system_not_first", i=i))
+        conv.append({"role": role, "content": text_of(content)})
+    system = _system(record, src)
+    if system and not (conv and conv[0]["role"] == "system"):  # a system turn of its own wins, as in LLaMA-Factory
+        conv.insert(0, {"role": "system", "content": system})
+    return Chat(conv, _tools(record, src))
+
+
+def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> Chat:
+    """The record as a chat; DataError saying what is wrong with it (the caller adds the file and the record)."""
+    if not isinstance(record, dict):
+        raise DataError(say("data.record_not_object"))
+    fmt = formatting or (src.formatting if src.formatting != "auto" else detect_format(record))
+    chat = alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
+    if not any(m["role"] == "assistant" and m["content"].strip() for m in chat.messages):
+        raise DataError(say("data.no_answer_here"))
+    return chat
+
+
+def chats(src: DatasetSource, records: list[dict], first: int = 0) -> list[Chat]:
+    """Every record as a chat, or a DataError naming the file, the record and what to fix."""
+    fmt = None
+    if src.formatting == "auto" and records:
+        try:
+            fmt = detect_format(records[0])
+        except DataError as e:
+            raise DataError(say("data.record_error", path=src.where, i=first, why=e.args[0])) from None
+    out = []
+    for i, r in enumerate(records):
+        try:
+            out.append(chat_of(r, src, fmt))
+        except DataError as e:
+            raise DataError(say("data.record_error", path=src.where, i=first + i, why=e.args[0])) from None
+    return out
+
+
+def load(names: list[str], dataset_dir: str | Path, max_samples: int = 0) -> list[list[Message]]:
+    """All conversations of the named small datasets, in order (the demo model's corpus)."""
+    convs = []
+    for name in names:
+        src = resolve(name, dataset_dir)
+        convs += [c.messages for c in chats(src, head(src, max_samples if max_samples > 0 else 10**9))]
+    return convs

@@ -1,0 +1,293 @@
+"""Data preparation that scales: read with the ``datasets`` library, template and tokenize once, cache, share.
+
+One cache entry per (data, tokenizer, template, cutoff): a folder under
+``$ZEROBOARD_DATA_CACHE`` (default: the ``datasets`` cache's ``zeroboard``
+folder) named by a hash of the data files (path, size, time) or hub names, the
+tokenizer's full definition, the chat template and the settings that change
+the tokens.  Only the main process of each node builds it (``main_first``: the
+Trainer's ``main_process_first``), with ``map(num_proc=...)`` workers; every
+other rank waits, then memory-maps what was built.  A second run with the
+same data, tokenizer and template tokenizes nothing.
+
+Each row keeps, besides ``input_ids`` and ``labels``: ``length`` (after the
+cutoff), ``full_length`` (before), ``prompt_length`` (tokens before the first
+answer), ``learned`` (tokens with a label), ``source`` and ``record`` (which
+dataset and which of its records).  Records that cannot be used are skipped and
+counted, with the first few reasons kept in the entry's ``info.json``; so are
+samples whose prompt fills the cutoff (nothing left to learn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import files, words
+from ..data import convert, info as datainfo
+from ..data.formats import DataError
+from ..data.info import DatasetSource
+from ..job import spec as specmod
+from ..words import say
+from . import dataload, templates
+
+VERSION = 1  # of the rows this module writes: a change here makes new cache entries
+CACHE_ENV = "ZEROBOARD_DATA_CACHE"
+BATCH = 1000
+ROWS_PER_WORKER = 20_000  # fewer rows than this per worker: starting workers costs more than it saves
+MAX_WORKERS = 16
+PROBLEMS_KEPT = 20
+log = logging.getLogger("zeroboard.train")
+
+
+def cache_root() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import datasets
+
+    return Path(datasets.config.HF_DATASETS_CACHE) / "zeroboard"
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()
+
+
+def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> str:
+    what = {"version": VERSION, "sources": [s.describe() for s in sources], "max_samples": job.max_samples,
+            "seed": job.seed, "cutoff_len": job.cutoff_len, "template": tokenizer.chat_template,
+            "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def workers(job: specmod.JobSpec, rows: int) -> int:
+    if job.preprocessing_num_workers > 0:
+        return job.preprocessing_num_workers
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_WORKERS, rows // ROWS_PER_WORKER))
+
+
+# --- one batch of records -> rows ------------------------------------------------------------------
+
+
+@dataclass
+class TokenizeBatch:
+    """The map function: records -> chats -> text -> tokens with labels (picklable, for the map's workers)."""
+
+    src: DatasetSource
+    source: int
+    formatting: str | None
+    tokenizer: Any
+    renderer: templates.Renderer
+    cutoff: int
+
+    def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        keys = list(batch)
+        texts, spans, where, problems = [], [], [], {}
+        for j, i in enumerate(indices):
+            record = {k: batch[k][j] for k in keys}
+            try:
+                c = convert.chat_of(record, self.src, self.formatting)
+                text, sp = self.renderer.spans(c.messages, c.tools)
+            except Exception as e:  # a record that cannot be used: skipped, counted, its reason kept
+                msg = e.args[0] if isinstance(e, DataError) else say("data.template_failed", why=f"{type(e).__name__}: {e}")
+                problems[i] = json.dumps(words.to_json(msg), ensure_ascii=False)
+                continue
+            texts.append(text)
+            spans.append(sp)
+            where.append(i)
+        out: dict[str, list] = {k: [] for k in ("input_ids", "labels", "length", "full_length", "prompt_length", "learned",
+                                                "source", "record", "problem")}
+        encoded = dict(zip(where, templates.encode_texts(self.tokenizer, texts, spans)))
+        cut = self.cutoff
+        for i in indices:
+            ids, ranges = encoded.get(i, ([], []))
+            kept = [(a, min(b, cut)) for a, b in ranges if a < cut]
+            out["input_ids"].append(ids[:cut])
+            out["labels"].append(templates.labelled(ids, kept, cut))
+            out["length"].append(min(len(ids), cut))
+            out["full_length"].append(len(ids))
+            out["prompt_length"].append(ranges[0][0] if ranges else len(ids))
+            out["learned"].append(sum(b - a for a, b in kept))
+            out["source"].append(self.source)
+            out["record"].append(i)
+            out["problem"].append(problems.get(i, ""))
+        return out
+
+
+def _features():
+    import datasets
+
+    seq = getattr(datasets, "List", datasets.Sequence)
+    ints = {k: datasets.Value("int32") for k in ("length", "full_length", "prompt_length", "learned")}
+    return datasets.Features({"input_ids": seq(datasets.Value("int32")), "labels": seq(datasets.Value("int32")), **ints,
+                              "source": datasets.Value("int32"), "record": datasets.Value("int64"),
+                              "problem": datasets.Value("string")})
+
+
+# --- building a cache entry ---------------------------------------------------------------------------
+
+
+def _formatting(src: DatasetSource, raw) -> str | None:
+    if src.formatting != "auto":
+        return src.formatting
+    try:
+        return convert.detect_format(raw[0])
+    except DataError as e:
+        raise DataError(say("data.record_error", path=src.where, i=0, why=e.args[0])) from None
+
+
+def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Path) -> dict:
+    """Read, template and tokenize every source into the cache entry ``out``; returns its info."""
+    import datasets
+
+    t0 = time.time()
+    staging = out.with_name(f"{out.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    renderer = templates.Renderer.of(tokenizer)
+    parts, read, phases = [], 0, {"read": 0.0, "tokenize": 0.0}
+    for n, src in enumerate(sources):
+        t = time.time()
+        raw = dataload.load_source(src, job.seed, job.max_samples)
+        phases["read"] += time.time() - t
+        t = time.time()
+        procs = workers(job, len(raw))
+        log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
+        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len)
+        parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
+                             features=_features(), num_proc=procs if procs > 1 else None,
+                             cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
+        phases["tokenize"] += time.time() - t
+        read += len(raw)
+    ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+    learned = ds.data.column("learned").to_numpy()
+    problem = np.asarray(ds.data.column("problem").to_pylist(), dtype=object) != ""
+    full = ds.data.column("full_length").to_numpy()
+    keep = (learned > 0) & ~problem
+    kept = ds.select(np.flatnonzero(keep).tolist(), keep_in_memory=True).remove_columns("problem")
+    first_problems = []
+    for i in np.flatnonzero(problem)[:PROBLEMS_KEPT]:
+        src = sources[int(ds[int(i)]["source"])]
+        first_problems.append({"source": src.name, "where": src.where, "record": int(ds[int(i)]["record"]),
+                               "message": json.loads(ds[int(i)]["problem"])})
+    lengths = ds.data.column("length").to_numpy()
+    info = {
+        "version": VERSION, "sources": [{"name": s.name, "where": s.where} for s in sources],
+        "records": read, "samples": int(keep.sum()), "tokens": int(lengths[keep].sum()),
+        "learned_tokens": int(learned[keep].sum()), "truncated": int(((full > job.cutoff_len) & ~problem).sum()),
+        "answer_lost": int(((learned == 0) & ~problem).sum()), "skipped": int(problem.sum()),
+        "problems": first_problems, "cutoff_len": job.cutoff_len, "template": tokenizer.chat_template,
+    }
+    t = time.time()
+    kept.save_to_disk(str(staging / "data"))
+    phases["save"] = time.time() - t
+    info["seconds"] = round(time.time() - t0, 3)
+    info["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
+    for p in staging.glob("map-*"):
+        p.unlink()
+    files.write_text_atomic(staging / "info.json", json.dumps(info, indent=1) + "\n")
+    if out.exists() and not job.overwrite_cache:  # another process (a node sharing the cache) built it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+        return json.loads((out / "info.json").read_text(encoding="utf-8"))
+    if out.exists():  # overwrite_cache: the old entry moves aside first, so no reader ever finds the folder missing
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        try:
+            staging.rename(out)
+        except OSError:  # built by another process between the look and the rename: keep theirs
+            if not is_built(out):
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def is_built(path: Path) -> bool:
+    return (path / "info.json").is_file() and (path / "data").is_dir()
+
+
+# --- what the trainer and `zeroboard dataset` call ---------------------------------------------------
+
+
+@dataclass
+class Tokenized:
+    dataset: Any  # datasets.Dataset, memory-mapped
+    info: dict
+    path: Path
+    built: bool  # this process tokenized it (False: read from the cache)
+
+
+def tokenized(names: list[str], job: specmod.JobSpec, tokenizer, main_first=contextlib.nullcontext,
+              is_main: bool = True) -> Tokenized:
+    """The tokenized datasets ``names``: built by the main process if missing, read from the cache by all."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    sources = [datainfo.resolve(n, job.dataset_dir) for n in names]
+    path = cache_root() / cache_key(sources, tokenizer, job)
+    built = False
+    with main_first():
+        if is_main and (job.overwrite_cache or not is_built(path)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            build(sources, tokenizer, job, path)
+            built = True
+        elif not is_built(path):  # the main process failed to build it: its error says why
+            raise RuntimeError(say("train.data_not_built", path=str(path)))
+    info = json.loads((path / "info.json").read_text(encoding="utf-8"))
+    if not info["samples"]:
+        raise DataError(nothing_to_learn(info))
+    return Tokenized(datasets.load_from_disk(str(path / "data")), info, path, built)
+
+
+def nothing_to_learn(info: dict):
+    if info["problems"]:
+        p = info["problems"][0]
+        return say("data.all_skipped", n=info["skipped"], path=p["where"], i=p["record"], why=words.from_json(p["message"]))
+    return say("train.cutoff_every_answer", cutoff=info["cutoff_len"])
+
+
+@dataclass
+class Prepared:
+    train: Any
+    eval: Any | None
+    info: dict
+    full: Any = None  # the training data before the validation split, in the order of its records
+    eval_info: dict | None = None
+    built: bool = False
+    seconds: float = 0.0
+    paths: list[Path] = field(default_factory=list)
+
+
+def prepare(job: specmod.JobSpec, tokenizer, main_first=contextlib.nullcontext, is_main: bool = True) -> Prepared:
+    """The training set and the evaluation set (``eval_dataset``, or ``val_size`` of the training data)."""
+    t0 = time.time()
+    train = tokenized(job.dataset, job, tokenizer, main_first, is_main)
+    out = Prepared(train.dataset, None, train.info, train.dataset, built=train.built, paths=[train.path])
+    if job.eval_dataset:
+        ev = tokenized(job.eval_dataset, job, tokenizer, main_first, is_main)
+        out.eval, out.eval_info, out.built = ev.dataset, ev.info, out.built or ev.built
+        out.paths.append(ev.path)
+    elif job.val_size > 0:
+        n = len(train.dataset)
+        size = int(job.val_size) if job.val_size >= 1 else max(1, round(job.val_size * n))
+        if size >= n:
+            raise DataError(say("data.val_too_big", val=job.val_size, n=n))
+        # the same seed gives every rank the same split; the indices live in memory, the rows stay on disk
+        order = np.random.default_rng(job.seed).permutation(n)
+        out.train = train.dataset.select(np.sort(order[size:]).tolist(), keep_in_memory=True)
+        out.eval = train.dataset.select(np.sort(order[:size]).tolist(), keep_in_memory=True)
+    out.seconds = time.time() - t0
+    return out

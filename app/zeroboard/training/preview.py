@@ -1,0 +1,64 @@
+"""What the trainer will see of a job's data: ``zeroboard dataset JOB [--json] [-n N]``.
+
+The job's tokenizer with its template, the datasets tokenized (or read from
+the cache, which the run then reuses), the first N samples as text with the
+learned tokens marked, and the whole data's statistics: samples, tokens, how
+many the cutoff truncates, how many lose their whole answer, how many records
+were skipped and why.  Needs transformers and ``datasets``: the web server
+runs it as a subprocess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..job import spec as specmod
+from . import dataprep, templates
+
+
+def tokenizer_for(job: specmod.JobSpec):
+    from transformers import AutoTokenizer
+
+    if job.model_name_or_path == specmod.DEMO_MODEL and not (Path(job.model_name_or_path) / "config.json").is_file():
+        from .demo_model import ensure_demo_model
+
+        ensure_demo_model(job.model_name_or_path, job.dataset_dir)
+    tokenizer = AutoTokenizer.from_pretrained(job.model_name_or_path)
+    applied = templates.apply(tokenizer, job.template)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer, applied
+
+
+def segments(tokenizer, ids: list[int], labels: list[int]) -> list[dict]:
+    """The sample as text, in runs of prompt (masked) and learned tokens."""
+    out: list[dict] = []
+    start = 0
+    for k in range(1, len(ids) + 1):
+        if k == len(ids) or (labels[k] != templates.IGNORE) != (labels[start] != templates.IGNORE):
+            text = tokenizer.decode(ids[start:k], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            out.append({"text": text, "learned": labels[start] != templates.IGNORE})
+            start = k
+    return out
+
+
+def report(job: specmod.JobSpec, n: int = 5) -> dict:
+    tokenizer, applied = tokenizer_for(job)
+    data = dataprep.prepare(job, tokenizer)
+    info = data.info
+    names = [s["name"] for s in info["sources"]]
+    samples = []
+    for row in data.full.select(range(min(n, len(data.full)))):
+        samples.append({"dataset": names[row["source"]], "record": row["record"], "tokens": row["length"],
+                        "full_tokens": row["full_length"], "learned": row["learned"],
+                        "truncated": row["full_length"] > job.cutoff_len,
+                        "segments": segments(tokenizer, row["input_ids"], row["labels"])})
+    stats = {k: info[k] for k in ("records", "samples", "tokens", "learned_tokens", "truncated", "answer_lost", "skipped",
+                                  "problems")}
+    stats["train_samples"] = len(data.train)
+    stats["eval_samples"] = len(data.eval) if data.eval is not None else 0
+    if data.eval_info is not None:
+        stats["eval"] = {k: data.eval_info[k] for k in ("samples", "tokens", "truncated", "answer_lost", "skipped")}
+    return {"template": applied.name, "added_tokens": applied.added, "eos_token": tokenizer.eos_token,
+            "cutoff_len": job.cutoff_len, "datasets": info["sources"], "stats": stats, "samples": samples,
+            "cache": [str(p) for p in data.paths], "tokenized": data.built, "seconds": round(data.seconds, 3)}

@@ -1,0 +1,162 @@
+"""Reading data as LLaMA-Factory users have it, without the datasets library: entries, columns, tags, files.
+
+Fixtures: tests/lf_fixtures.py, written as LLaMA-Factory's data/README.md documents the format.  This is the light
+path the web server and the checks before launch use.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lf_fixtures as lf
+from zeroboard.data import convert, info, records
+from zeroboard.data.formats import DataError
+from zeroboard.job import checks, spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return lf.write(tmp_path_factory.mktemp("lf") / "data")
+
+
+def first_chats(name: str, d: Path, n: int = 3) -> list[convert.Chat]:
+    src = info.resolve(name, d)
+    return convert.chats(src, records.head(src, n))
+
+
+def test_each_entry_resolves_to_its_files_and_loader(data):
+    kinds = {name: (info.resolve(name, data).kind, len(info.resolve(name, data).files)) for name in lf.INFO}
+    assert kinds == {"lf_alpaca_cols": ("json", 1), "lf_sharegpt_cols": ("json", 1), "lf_custom_tags": ("json", 1),
+                     "lf_csv": ("csv", 1), "lf_parquet": ("parquet", 1), "lf_folder": ("json", 3), "lf_openai": ("json", 1)}
+    assert [p.name for p in info.resolve("lf_folder", data).files] == ["part-0.json", "part-1.json", "part-2.json"]
+    assert info.resolve("lf_sharegpt_cols", data).formatting == "sharegpt"
+    assert info.resolve("lf_csv", data).formatting == "alpaca"  # LLaMA-Factory's default
+
+
+def test_alpaca_columns_are_read_and_the_system_prompt_kept(data):
+    c = first_chats("lf_alpaca_cols", data)[1]
+    assert c.messages == [{"role": "system", "content": lf.SYSTEM["lf_alpaca_cols"]},
+                          {"role": "user", "content": "What is 0 plus 1?"}, {"role": "assistant", "content": "0 plus 1 is 1."}]
+    query = first_chats("lf_alpaca_cols", data, 4)[3]  # a = 1: the query column joins the prompt, as instruction\ninput
+    assert query.messages[1]["content"] == "What is 1 plus 0?\nAnswer in words."
+
+
+def test_sharegpt_columns_keep_the_system_column_and_every_turn(data):
+    c = first_chats("lf_sharegpt_cols", data)[0]
+    assert c.messages[0] == {"role": "system", "content": lf.SYSTEM["lf_sharegpt_cols"]}
+    assert [m["role"] for m in c.messages[1:]] == ["user", "assistant", "user", "assistant"]
+
+
+def test_custom_tags_and_openai_messages(data):
+    assert first_chats("lf_custom_tags", data)[0].messages == [{"role": "user", "content": "Spell cat backwards."},
+                                                              {"role": "assistant", "content": "tac"}]
+    c = first_chats("lf_openai", data)[0]
+    assert c.messages[0] == {"role": "system", "content": lf.SYSTEM["lf_openai"]} and c.messages[2]["content"] == "0"
+
+
+def test_csv_parquet_and_a_folder_read_the_same_records(data, monkeypatch):
+    want = [[{"role": "user", "content": r["instruction"]}, {"role": "assistant", "content": r["output"]}] for r in lf.PLAIN[:5]]
+    assert [c.messages for c in first_chats("lf_csv", data, 5)] == want
+    assert [c.messages for c in first_chats("lf_folder", data, 5)] == want  # across the folder's first two files
+    # the web server never loads pyarrow: with it absent, a parquet file is read by a short-lived subprocess
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    assert [c.messages for c in first_chats("lf_parquet", data, 5)] == want
+
+
+def test_a_json_list_is_read_only_as_far_as_asked(tmp_path):
+    good = ",".join(json.dumps({"instruction": f"q{i}", "output": f"a{i}"}) for i in range(3))
+    (tmp_path / "big.json").write_text("[" + good + ', {"instruction": "broken' + " x" * 100_000)
+    src = info.resolve(str(tmp_path / "big.json"), tmp_path)
+    assert [r["output"] for r in records.head(src, 3)] == ["a0", "a1", "a2"]
+    with pytest.raises(DataError, match="not valid JSON"):
+        records.head(src, 4)
+
+
+def test_bad_data_names_the_file_the_record_and_the_fix(data, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "c.json").write_text((data / "custom_tags.json").read_text())
+    (d / "a.json").write_text((data / "alpaca_cols.json").read_text())
+    (d / "dataset_info.json").write_text(json.dumps({"no_tags": {"file_name": "c.json", "formatting": "sharegpt",
+                                                                 "columns": {"messages": "chat"}},
+                                                     "no_cols": {"file_name": "a.json"}}))
+    with pytest.raises(DataError) as e:
+        first_chats("no_tags", d)
+    assert "c.json record 0" in e.value.args[0] and "speaker, text" in e.value.args[0] and "role_tag" in e.value.args[0]
+    (d / "dataset_info.json").write_text(json.dumps({"no_tags": {"file_name": "c.json", "formatting": "sharegpt",
+                                                                 "columns": {"messages": "chat"},
+                                                                 "tags": {"role_tag": "speaker", "content_tag": "text"}}}))
+    with pytest.raises(DataError) as e:  # the keys are right, the speakers' names not yet
+        first_chats("no_tags", d)
+    assert "c.json record 0" in e.value.args[0] and "'asker'" in e.value.args[0] and "tags" in e.value.args[0]
+    (d / "dataset_info.json").write_text(json.dumps({"no_cols": {"file_name": "a.json"}}))
+    with pytest.raises(DataError) as e:
+        first_chats("no_cols", d)
+    assert "a.json record 0" in e.value.args[0] and "no answer" in e.value.args[0] and "columns" in e.value.args[0]
+
+
+def test_unknown_keys_are_named_in_a_warning(tmp_path):
+    d = lf.write(tmp_path / "d", parquet=False)
+    entries = json.loads((d / "dataset_info.json").read_text())
+    entries["lf_csv"] |= {"ranking": False, "lables": "x", "columns": {"images": "pics"}}
+    (d / "dataset_info.json").write_text(json.dumps(entries))
+    assert info.resolve("lf_csv", d).unknown == ["ranking", "lables", "columns.images"]
+    job = spec.JobSpec(dataset_dir=str(d), dataset=["lf_csv"], output_dir=str(tmp_path / "out"))
+    r = checks.validate(job, [])
+    assert "dataset" not in r.errors and "lables" in r.warnings["dataset"] and "columns.images" in r.warnings["dataset"]
+
+
+def test_hub_entries_are_left_to_the_datasets_library_with_a_note(tmp_path):
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"hub": {"hf_hub_url": "someone/sft-data", "subset": "en",
+                                                                    "split": "validation"}}))
+    src = info.resolve("hub", tmp_path)
+    assert (src.load_from, src.hub, src.subset, src.split) == ("hf_hub", "someone/sft-data", "en", "validation")
+    job = spec.JobSpec(dataset_dir=str(tmp_path), dataset=["hub"], output_dir=str(tmp_path / "out"))
+    r = checks.validate(job, [])
+    assert "dataset" not in r.errors and "someone/sft-data" in r.warnings["dataset"]
+
+
+def test_eval_settings_are_checked_before_launch(tmp_path):
+    base = dict(output_dir=str(tmp_path / "out"))
+    assert "val_size" in checks.validate(spec.JobSpec(val_size=1.5, **base), []).errors
+    assert "val_size" in checks.validate(spec.JobSpec(val_size=0.1, eval_dataset=["identity"], **base), []).errors
+    assert "eval_dataset" in checks.validate(spec.JobSpec(eval_dataset=["nope"], **base), []).errors
+    assert "per_device_eval_batch_size" in checks.validate(spec.JobSpec(per_device_eval_batch_size=0, **base), []).errors
+    ok = checks.validate(spec.JobSpec(val_size=0.1, **base), [])
+    assert not {"val_size", "eval_dataset"} & set(ok.errors)
+
+
+def test_the_web_server_never_imports_datasets_or_pyarrow(data, tmp_path):
+    """The server's own start (without_arrow, then gradio) and its data work: preview and checks, parquet included."""
+    code = ("import sys; from zeroboard import webui; light = webui.without_arrow(); light.__enter__(); "
+            "from zeroboard.webui import app, handlers; "
+            "from zeroboard.runs import manager; from zeroboard.job import checks, spec; "
+            f"app.build_app(manager.JobManager(index={str(tmp_path / 'r.json')!r})); "
+            f"md = handlers.dataset_preview({str(data)!r}, 'lf_parquet, lf_alpaca_cols', 2); "
+            f"job = spec.JobSpec(dataset_dir={str(data)!r}, dataset=['lf_parquet', 'lf_csv'], output_dir={str(tmp_path / 'o')!r}); "
+            "r = checks.validate(job, []); "
+            "heavy = [m for m in ('pyarrow', 'datasets', 'torch', 'transformers') if sys.modules.get(m) is not None]; "
+            "print('heavy:', heavy, 'errors:', dict(r.errors)); "
+            "sys.exit(1 if heavy or 'Error' in md or 'dataset' in r.errors or 'SYSALPACA' not in md else 0)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+
+
+def test_the_running_web_server_maps_no_arrow_library(tmp_path):
+    """`zeroboard webui` as a user starts it: pyarrow's libraries never enter the process (pandas would load them)."""
+    from helpers import start_server, stop_server
+    from zeroboard.job.command import free_port
+
+    proc = start_server(free_port(), tmp_path / "runs.json", tmp_path / "server.log")
+    try:
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+    finally:
+        stop_server(proc)
+    assert "libarrow" not in maps and "/pyarrow/" not in maps and "libtorch" not in maps
