@@ -78,12 +78,12 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} 不在允许写入的目录内({roots});请选择其中的目录,或用 --allow-path PATH:rw 允许一个目录",
     ),
     "check.output_is_model": (
-        "{path} is the model's folder or inside it: a run there would overwrite the model; choose a new folder under runs/",
-        "{path} 是模型所在的目录或其子目录:在那里训练会覆盖模型;请在 runs/ 下选择一个新目录",
+        "{path} is the model's folder, inside it, or holds it: a run there would overwrite the model; choose a new folder under runs/",
+        "{path} 是模型所在的目录、其子目录或包含模型的目录:在那里训练会覆盖模型;请在 runs/ 下选择一个新目录",
     ),
     "check.output_is_data": (
-        "{path} is the data folder or inside it; choose a new folder under runs/",
-        "{path} 是数据目录或其子目录;请在 runs/ 下选择一个新目录",
+        "{path} is the data folder, inside it, or holds it; choose a new folder under runs/",
+        "{path} 是数据目录、其子目录或包含数据的目录;请在 runs/ 下选择一个新目录",
     ),
     "check.output_is_file": ("{path} is a file; choose a folder name", "{path} 是一个文件;请填写目录名"),
     "check.output_uncreatable": (
