@@ -130,3 +130,10 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "deepspeed_shm_comm: already built" in proc.stdout
     assert sorted(p.name for p in Path(extensions, "deepspeed_shm_comm").glob("*.so")) == ["deepspeed_shm_comm.so"]
+
+
+def test_progress_lines_name_the_ops_a_job_names():
+    from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, ShareMemCommBuilder
+
+    assert ops.OP_NAMES["CPUAdamBuilder"] == CPUAdamBuilder.NAME
+    assert ops.OP_NAMES["ShareMemCommBuilder"] == ShareMemCommBuilder.NAME

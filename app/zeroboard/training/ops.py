@@ -24,6 +24,8 @@ from ..words import DEFAULT, text
 
 # what `zeroboard build-ops` builds: every op a job of this kind can load
 MACHINE_OPS = {"cpu": ("ShareMemCommBuilder", "CPUAdamBuilder"), "cuda": ("FusedAdamBuilder", "CPUAdamBuilder")}
+# the op each builder makes (its NAME), for the progress lines before the child has loaded DeepSpeed
+OP_NAMES = {"ShareMemCommBuilder": "deepspeed_shm_comm", "CPUAdamBuilder": "cpu_adam", "FusedAdamBuilder": "fused_adam"}
 HEARTBEAT_S = 15.0
 STALE_AFTER_S = 10.0  # a build lock this old with nobody compiling was left by a stopped compile
 
@@ -136,7 +138,7 @@ def build_all(kind: str, lang: str = DEFAULT, out=print, only: list[str] | None 
     0 when all are usable."""
     env = {**os.environ, **job_env(kind), "PYTHONUNBUFFERED": "1"}
     names = tuple(only) if only else MACHINE_OPS[kind]
-    out(text("ops.start", lang, kind=kind, ops=", ".join(names)))
+    out(text("ops.start", lang, kind=kind, ops=", ".join(OP_NAMES.get(n, n) for n in names)))
     started = time.time()
     children = {n: subprocess.Popen([sys.executable, "-m", __name__, n], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for n in names}
@@ -155,7 +157,7 @@ def build_all(kind: str, lang: str = DEFAULT, out=print, only: list[str] | None 
                     why=result.get("why", "")))
         if time.time() - last_beat >= HEARTBEAT_S and len(results) < len(children):
             last_beat = time.time()
-            waiting = ", ".join(n for n in names if n not in results)
+            waiting = ", ".join(OP_NAMES.get(n, n) for n in names if n not in results)
             out(text("ops.still", lang, ops=waiting, wall=f"{int(last_beat - started)}"))
     failed = [r for r in results.values() if r["status"] == "failed"]
     out(text("ops.done", lang, wall=f"{time.time() - started:.0f}") if not failed else text("ops.some_failed", lang))
