@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,3 +22,15 @@ os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def demo() -> Path:
+    """The built-in demo (cache/demo: its model and its data), built as a user builds it when a clean checkout lacks it.
+
+    In a subprocess, as the product does: this process stays free of torch for the tests that check that."""
+    model = ROOT / "cache/demo/model"
+    if not (model / "config.json").is_file() or not (ROOT / "cache/demo/data/dataset_info.json").is_file():
+        subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], cwd=ROOT, check=True, timeout=900,
+                       capture_output=True, text=True)
+    return model

@@ -144,7 +144,7 @@ def fingerprint(folders_: list[Path]) -> dict[str, str]:
 
 
 @pytest.fixture()
-def setting(tmp_path, request):
+def setting(tmp_path, request, demo):
     name, field, build = request.param
     shutil.copytree("cache/demo/model", tmp_path / "model")
     shutil.copytree("cache/demo/data", tmp_path / "data")

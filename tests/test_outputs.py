@@ -46,7 +46,7 @@ def tied_demo_model(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def zero3_run(tmp_path_factory) -> Path:
+def zero3_run(tmp_path_factory, demo) -> Path:
     """Full fine-tuning under ZeRO-3 of a model with tied embeddings, with a ZeRO checkpoint at step 10."""
     base = tmp_path_factory.mktemp("z3")
     model = tied_demo_model(base / "tied-model")

@@ -221,7 +221,7 @@ def test_loading_a_malformed_file_leaves_every_widget_as_it_is(gr, manager, tmp_
     assert "deepspeed_stage" in out[-1] and "must be one of none, 2, 3" in out[-1]
 
 
-def test_dataset_preview_shows_a_few_samples():
+def test_dataset_preview_shows_a_few_samples(demo):
     text = handlers.dataset_preview("cache/demo/data", "identity, demo_alpaca", n=2)
     assert "identity" in text and "demo_alpaca" in text and "**assistant**" in text
     assert "Error" in handlers.dataset_preview("cache/demo/data", "no_such_set")
