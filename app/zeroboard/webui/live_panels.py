@@ -102,13 +102,12 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
         gpu_table = gr.Dataframe(headers=words.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
         host = gr.Markdown(elem_id="zb-host")
-        with gr.Row():
-            procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs",
-                                 scale=2)
-            first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
-            history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
-                                  label=t("history"), x_title=t("axis_seconds"), y_title="MiB", color_title=t("axis_series"),
-                                  height=220, scale=3, elem_id="zb-history")
+        # the process table has the page's width: every column readable, no sideways scrolling (course screenshots)
+        procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs")
+        first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
+        history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
+                              label=t("history"), x_title=t("axis_seconds"), y_title="MiB", color_title=t("axis_series"),
+                              height=220, elem_id="zb-history")
         mem_plan = gr.Markdown(elem_id="zb-mem-vs-plan")
     final = gr.Markdown(elem_id="zb-final")
     check = output_panel.render_output_check(lang)
