@@ -139,6 +139,7 @@ def rank_probe(argv: list[str]) -> int:
 def run_job(job, timeout: float, probe: bool = False) -> dict:
     """Prepare + run a job like `zeroboard train`; return the peak per rank from its events."""
     from zeroboard.job import command, record as events
+    from zeroboard.training import dataprep
 
     prepared = command.prepare(job)
     if not prepared.report.ok:
@@ -147,9 +148,11 @@ def run_job(job, timeout: float, probe: bool = False) -> dict:
     if probe:
         i = argv.index("-m")
         argv[i: i + 2] = [str(Path(__file__).resolve()), "--rank-probe"]
-    env = {**prepared.command.full_env(), "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "app"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     out = Path(job.output_dir)
+    # each run tokenizes its data into a cache of its own, as a dataset's first run does: the larger footprint
+    env = {**prepared.command.full_env(), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "app"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        dataprep.CACHE_ENV: str(out.parent / f"{out.name}.data-cache")}
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with open(out / "launcher.log", "w") as log:

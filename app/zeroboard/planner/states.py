@@ -96,6 +96,8 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
     largest = min(shape.largest_param, trainable) if not lora else max(
         (s.lora_rank * max(lin.fan_in, lin.fan_out) for lin in shape.linears), default=0)
     out.backward = 2 * half * rbs  # two buckets (overlap_comm), whatever the number of trainable parameters
+    if s.device == "cpu":  # host pages are mapped when first written: RSS holds the part the gradients fill
+        out.backward = half * min(2 * rbs, trainable)
     out.side = half * min(2 * rbs, trainable)  # flattened buckets being reduced on the reduction stream (two at most)
     if s.offload_optimizer:
         out.buffers += half * largest  # temp_grad_buffer_for_gpu_offload
