@@ -61,6 +61,17 @@ def server(workdir):
     stop_server(proc)
 
 
+def legend_in_card(page, plot: str, entry: str) -> bool:
+    """The plot's legend entry is drawn inside the plot's card, not pushed under its clipped bottom edge."""
+    return page.evaluate("""([sel, entry]) => {
+        const card = document.querySelector(sel).getBoundingClientRect();
+        const t = [...document.querySelectorAll(sel + ' svg text')].find(e => e.textContent.trim() === entry);
+        if (!t) return false;
+        const r = t.getBoundingClientRect();
+        return r.height > 0 && r.top >= card.top && r.bottom <= card.bottom;
+      }""", [plot, entry])
+
+
 @pytest.fixture()
 def page(chromium):
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
@@ -158,6 +169,8 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     assert step(page) == 60
     assert "finished" in page.locator("#zb-final").inner_text()
     assert page.locator("#zb-loss svg, #zb-loss canvas").count() > 0
+    for plot, entry in (("#zb-loss", "eval_loss"), ("#zb-history", "RSS")):  # each legend names its series in sight
+        assert legend_in_card(page, plot, entry), f"{plot}: the legend entry {entry} is cut off"
     log = page.locator("#zb-log textarea").input_value()
     assert "[rank0]:" in log and "[rank1]:" in log
 

@@ -90,7 +90,7 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     progress = gr.HTML(elem_id="zb-progress")
     with gr.Row():
         loss = gr.LinePlot(loss_frame([], []), x="step", y="loss", color="series", color_map=LOSS_SERIES, label=t("loss"),
-                           x_title=t("axis_step"), y_title=t("loss"), color_title=t("axis_series"), height=220,
+                           x_title=t("axis_step"), y_title=t("loss"), color_title=t("axis_loss_series"), height=220,
                            elem_id="zb-loss")
         lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), x_title=t("axis_step"),
                          y_title=t("lr"), height=220, elem_id="zb-lr")
@@ -112,7 +112,7 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     final = gr.Markdown(elem_id="zb-final")
     check = output_panel.render_output_check(lang)
     chart = lambda key: {"label": key, "x_title": "axis_step", "y_title": key}  # noqa: E731
-    texts.update(run=(run, "label"), loss=(loss, {**chart("loss"), "color_title": "axis_series"}), lr=(lr, chart("lr")),
+    texts.update(run=(run, "label"), loss=(loss, {**chart("loss"), "color_title": "axis_loss_series"}), lr=(lr, chart("lr")),
                  tps=(tps, chart("tps")),
                  logs=(log, "label"), download_log=(download, "label"), processes=(procs, "label"),
                  history=(history, {"label": "history", "x_title": "axis_seconds", "color_title": "axis_series"}))
