@@ -20,6 +20,8 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PASSWORD_ENV = "ZEROBOARD_PASSWORD"
 USER_ENV = "ZEROBOARD_USER"
 
+# The last two rules: gradio fits a plot's chart to its card as if the label took no room, which cuts off the legend
+# below the chart; the label lies over the card's top padding instead.
 CSS = """
 .zb-invalid { border: 2px solid #dc2626 !important; border-radius: 8px; }
 .zb-invalid .info, .zb-invalid [data-testid="block-info"] { color: #dc2626 !important; }
@@ -35,8 +37,6 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 #zb-plan table { width: 100%; font-size: 0.9em; }
 #zb-plan th, #zb-plan td { white-space: normal; overflow-wrap: anywhere; padding: 4px 6px; }
 #zb-plan th:not(:first-child), #zb-plan td:not(:first-child) { white-space: nowrap; }
-/* gradio fits a plot's chart to its card as if the label took no room, and the legend below the chart is cut off:
-   the label lies over the card's top padding instead */
 #zb-loss > span:first-of-type, #zb-history > span:first-of-type { position: absolute; top: 8px; }
 #zb-loss, #zb-history { padding-top: 32px !important; }
 """

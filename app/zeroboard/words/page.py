@@ -204,5 +204,5 @@ WORDS: dict[str, tuple[str, str]] = {
     "axis_step": ("step", "步数"),
     "axis_seconds": ("seconds", "秒"),
     "axis_series": ("memory (RAM: host, RSS: job)", "内存(RAM:主机,RSS:任务)"),
-    "axis_loss_series": ("curve (loss: training, eval_loss: evaluation)", "曲线(loss:训练,eval_loss:评估)"),
+    "axis_loss_series": ("loss = train, eval_loss = eval", "曲线(loss:训练,eval_loss:评估)"),
 }
