@@ -59,6 +59,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 UI_MS = 60_000  # page elements; generous: a busy 2-core machine answers slowly
 RUN_S = 420  # the demo run, start to finish
 ANSWER_S = 300  # Reload and answer loads the trained model and generates
+FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 100))))"
 PAD = 12  # px of page around each cropped region
 GAP = 16  # px between the pieces of a stacked shot
 
@@ -177,15 +178,32 @@ class Tab:
         path = out / f"{name}_{self.lang}.png"
         self.settle()
         if name in CHAPTER:
-            shown = [self.pg.evaluate(SHOWN_TEXT, group) for group in REGIONS[name]]
-            self.texts[path.name] = "\n".join(s for s in shown if s).strip()
+            shown = "\n".join(self.pg.evaluate(SHOWN_TEXT, group) for group in REGIONS[name])
+            self.texts[path.name] = "\n".join(words_shown(shown.splitlines()))
         for _ in range(3):  # a live panel that grew while we shot moves the boxes: shoot again
             boxes = self.boxes(name)
-            pieces = [self.pg.screenshot(clip=b, full_page=True, animations="disabled") for b in boxes]
+            pieces = [self.piece(b) for b in boxes]
             if boxes == self.boxes(name):
                 break
         save_png(pieces, path)
         return path
+
+    def piece(self, b: dict) -> bytes:
+        """One box, brought into view first: a code editor draws only the lines in view (its text and line numbers
+        would stop at the window's edge), so a box below the fold or taller than the window is shot in view."""
+        size = self.pg.viewport_size
+        y, bottom = self.pg.evaluate("[scrollY, scrollY + innerHeight]")
+        tall = b["height"] > size["height"]
+        if tall:
+            self.pg.set_viewport_size({"width": size["width"], "height": b["height"]})
+        if tall or b["y"] < y or b["y"] + b["height"] > bottom:
+            self.pg.evaluate("(y) => window.scrollTo(0, y)", b["y"])
+            self.pg.evaluate(FRAMES)
+        try:
+            return self.pg.screenshot(clip=b, full_page=True, animations="disabled")
+        finally:
+            if tall:
+                self.pg.set_viewport_size(size)
 
     def boxes(self, name: str) -> list[dict]:
         found = [b for group in REGIONS[name] if (b := self.box(group))]
@@ -197,14 +215,36 @@ class Tab:
         """The page-coordinate box around the visible elements of ``selectors``, with PAD around it."""
         found = self.pg.evaluate("""(sels) => sels.flatMap(s => [...document.querySelectorAll(s)]).map(e => {
             const r = e.getBoundingClientRect();
-            return [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY];
-          }).filter(r => r[2] > r[0])  // an empty element still marks an edge; a hidden one does not""", selectors)
+            // a code editor ends where its longest line ends, not at the page's edge
+            const lines = [...e.querySelectorAll('.cm-line')].map(l => {
+              const g = document.createRange(); g.selectNodeContents(l); return g.getBoundingClientRect().right; });
+            const right = lines.length ? Math.min(r.right, Math.max(...lines) + 2 * PAD) : r.right;
+            return [r.left + scrollX, r.top + scrollY, right + scrollX, r.bottom + scrollY];
+          }).filter(r => r[2] > r[0])  // an empty element still marks an edge; a hidden one does not""".replace(
+            "PAD", str(PAD)), selectors)
         if not found:
             return None
         width = self.pg.evaluate("document.documentElement.scrollWidth")
         x0, y0 = max(0, min(r[0] for r in found) - PAD), max(0, min(r[1] for r in found) - PAD)
         x1, y1 = min(width, max(r[2] for r in found) + PAD), max(r[3] for r in found) + PAD
         return {"x": round(x0), "y": round(y0), "width": round(x1 - x0), "height": round(y1 - y0)}
+
+
+def words_shown(lines: list[str]) -> list[str]:
+    """The lines a reader sees as text: not a code editor's fold marks and line numbers (1, 2, 3, ...), not the
+    empty cells of a table."""
+    lines = [line.strip() for line in lines if line.strip() and line.strip() != "⌄"]
+    out, i = [], 0
+    while i < len(lines):
+        n = 0
+        while i + n < len(lines) and lines[i + n] == str(n + 1):
+            n += 1
+        if n >= 3:  # a gutter of line numbers
+            i += n
+            continue
+        out.append(lines[i])
+        i += 1
+    return out
 
 
 def merge(boxes: list[dict]) -> list[dict]:
