@@ -19,6 +19,16 @@ os.environ["ZEROBOARD_ALLOW_PATHS"] = f"{Path(tempfile.gettempdir()).resolve()}:
 os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json"))
 
 
+@pytest.fixture()
+def index(tmp_path):
+    """A runs index of the test's own; every job registered there is stopped when the test ends."""
+    from helpers import stop_jobs
+
+    path = tmp_path / "runs.json"
+    yield path
+    stop_jobs(path)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

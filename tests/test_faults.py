@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server, stop_jobs, stop_server, wait_until
+from helpers import start_server, stop_server, wait_until
 from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
 from zeroboard.job import command, folders, record, spec
 from zeroboard.outputs.inspect import inspect
@@ -30,13 +30,6 @@ from zeroboard.webui.live import Live
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture()
-def index(tmp_path):
-    path = tmp_path / "runs.json"
-    yield path
-    stop_jobs(path)
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import stop_jobs, wait_until
+from helpers import wait_until
 from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
 from zeroboard.job import record
 from zeroboard.runs import manager as runner
@@ -23,13 +23,6 @@ from zeroboard.runs.registry import Registry
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture()
-def index(tmp_path):
-    path = tmp_path / "runs.json"
-    yield path
-    stop_jobs(path)
 
 
 def cli(index: Path, *args: str, background: bool = False):

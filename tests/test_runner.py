@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import stop_jobs, wait_until
+from helpers import wait_until
 from zeroboard.job import command, record, spec
 from zeroboard.runs import manager as runner, outcome, processes
 from zeroboard.runs.registry import Registry
@@ -20,13 +20,6 @@ from zeroboard.runs.state import JobState, read_state, write_state
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 180  # other trainings share this 2-core machine
-
-
-@pytest.fixture()
-def index(tmp_path):
-    path = tmp_path / "runs.json"
-    yield path
-    stop_jobs(path)
 
 
 def demo_job(out: Path, **changes) -> spec.JobSpec:
