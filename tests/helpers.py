@@ -16,8 +16,27 @@ import urllib.request
 from pathlib import Path
 
 from zeroboard.runs.manager import JobManager
+from zeroboard.runs.state import JobState, write_state
 
 REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
+
+
+@contextlib.contextmanager
+def chromium():
+    """Headless Chromium from the system (`make test` installs it; playwright cannot download browsers here).
+
+    No skip: the browser tests are part of the suite."""
+    from playwright import sync_api
+
+    assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make chromium` or set ZEROBOARD_CHROMIUM"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def wait_until(fn, timeout: float, what: str, every: float = 0.25):
@@ -75,3 +94,12 @@ def stop_jobs(index: Path) -> None:
         mgr.abort(st.run_dir)
     with contextlib.suppress(TimeoutError):
         wait_until(lambda: not mgr.active(), 60, "the jobs to stop", every=0.5)
+
+
+def register(manager: JobManager, st: JobState) -> JobState:
+    """Put a run in the manager's index, as Start does: only registered runs are shown or signalled."""
+    write_state(st)
+    with manager.registry.locked():
+        manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
+                              "devices": st.devices})
+    return st

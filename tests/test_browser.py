@@ -6,7 +6,6 @@ Gradio pages keep connections open: these tests wait for elements, never for "ne
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server as start_webui, stop_jobs, stop_server, wait_until
+from helpers import chromium as system_chromium, start_server as start_webui, stop_jobs, stop_server, wait_until
 from zeroboard.job import command, record
 from zeroboard.runs import processes
 from zeroboard.runs.state import JobState, read_state
@@ -22,7 +21,6 @@ from zeroboard.runs.state import JobState, read_state
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 RUN_S = 300  # a ZeRO-2 offload start-up on a busy 2-core machine can take minutes
 RELOAD_S = 240  # reload and answer: a subprocess that imports torch and loads the tuned and the base model
 UI_S = 20_000  # ms, for page elements
@@ -34,15 +32,8 @@ def start_server(port: int, index: Path, log: Path) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def chromium():
-    # no skip: the browser tests are part of the suite, and `make test` installs Chromium
-    from playwright import sync_api
-
-    assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}: run `make chromium` or set ZEROBOARD_CHROMIUM"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    with system_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

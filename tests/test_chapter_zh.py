@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server, stop_jobs, stop_server, wait_until
-from test_browser import CHROMIUM, RELOAD_S, RUN_S, UI_S, choose, fill, status, step
+from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
+from test_browser import RELOAD_S, RUN_S, UI_S, choose, fill, status, step
 from zeroboard.job import command
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -78,13 +78,8 @@ def assert_chinese(pg, where: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

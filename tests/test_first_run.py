@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server, stop_jobs, stop_server, wait_until
-from test_browser import CHROMIUM, RUN_S, UI_S, choose, fill, status
+from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
+from test_browser import RUN_S, UI_S, choose, fill, status
 from zeroboard.job import command, presets
 from zeroboard.runs.state import JobState
 from zeroboard.training import ops
@@ -73,8 +73,6 @@ def _events(out: Path) -> list[dict]:
 @pytest.mark.browser
 @pytest.mark.e2e
 def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path):
-    from playwright import sync_api
-
     extensions = tmp_path / "torch_extensions"  # nothing compiled yet: a fresh machine, as far as DeepSpeed knows
     extensions.mkdir()
     port = command.free_port()
@@ -82,9 +80,7 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     server = start_server(port, tmp_path / "runs.json", tmp_path / "server.log", env=env)
     stopped, first = tmp_path / "stopped", tmp_path / "first"
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM,
-                                        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        with chromium() as browser:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.set_default_timeout(UI_S)
             pg.goto(f"http://127.0.0.1:{port}/?lang=zh")

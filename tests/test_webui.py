@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers import register
 from zeroboard import words
 from zeroboard.job import devices, record as events, spec
 from zeroboard.runs import manager as runner
@@ -43,15 +44,6 @@ def demo_values(out: Path, **changes) -> dict:
     values.pop("gpu_ids")  # no GPU: the page has no GPU picker
     values.update(changes)
     return values
-
-
-def register(manager: runner.JobManager, st: JobState) -> JobState:
-    """Put a run in the manager's index, as Start does: only registered runs are shown or signalled."""
-    write_state(st)
-    with manager.registry.locked():
-        manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
-                              "devices": st.devices})
-    return st
 
 
 def app_config(demo) -> str:

@@ -15,11 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers import register
 from zeroboard import planner, words
 from zeroboard.job import devices, record as events, spec
 from zeroboard.planner import record as plan_record
 from zeroboard.runs import manager as runner
-from zeroboard.runs.state import JobState, write_state
+from zeroboard.runs.state import JobState
 from zeroboard.webui import handlers, output_check
 from zeroboard.webui.live import Live
 
@@ -49,14 +50,6 @@ def demo_values(out: Path, gpus: bool = False, **changes) -> dict:
         values.pop("gpu_ids")  # no GPU: the page has no GPU picker
     values.update(changes)
     return values
-
-
-def register(manager: runner.JobManager, st: JobState) -> JobState:
-    write_state(st)
-    with manager.registry.locked():
-        manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
-                              "devices": st.devices})
-    return st
 
 
 def plan_fn(demo):
