@@ -133,3 +133,28 @@ def test_progress_lines_name_the_ops_a_job_names():
 
     assert ops.OP_NAMES["CPUAdamBuilder"] == CPUAdamBuilder.NAME
     assert ops.OP_NAMES["ShareMemCommBuilder"] == ShareMemCommBuilder.NAME
+
+
+def test_one_rank_per_machine_clears_a_stale_build_lock_the_others_wait_for_it(tmp_path, monkeypatch):
+    """Two ranks meet a lock a stopped compile left: the clearing one removes it and says so; the other waits
+    while any lock is there (stale or live) and never reports the removal itself."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    op = SimpleNamespace(name="zb_test_op")
+    lock = ops.build_folder(op) / "lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    old = time.time() - 2 * ops.STALE_AFTER_S
+    os.utime(lock, (old, old))
+
+    waiter: dict = {}
+    t = threading.Thread(target=lambda: waiter.update(removed=ops.wait_out_lock(op, clear=False)))
+    t.start()
+    time.sleep(1.5)
+    assert t.is_alive() and lock.exists()  # the waiting rank leaves even a stale lock alone
+    assert ops.wait_out_lock(op, clear=True) is True and not lock.exists()
+    t.join(10)
+    assert not t.is_alive() and waiter["removed"] is False

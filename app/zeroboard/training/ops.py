@@ -69,12 +69,13 @@ def build_folder(op) -> Path:
     return Path(cpp_extension._get_build_directory(op.name, verbose=False))
 
 
-def wait_out_lock(op) -> bool:
-    """Wait while another process holds the op's build lock; remove a lock a stopped compile left behind (torch
-    would wait on it forever).  True when a stale lock was removed.
+def wait_out_lock(op, clear: bool = True) -> bool:
+    """Wait while another process holds the op's build lock; with ``clear``, remove a lock a stopped compile left
+    behind (torch would wait on it forever).  True when this process removed a stale lock.
 
     A lock is stale when it is older than STALE_AFTER_S and no process works in the build folder: whoever holds a
-    live lock runs ninja and the compiler there within a moment of taking it."""
+    live lock runs ninja and the compiler there within a moment of taking it.  Of a job's ranks on one machine only
+    one clears (the others wait for it), so the job hears of the stale lock once, from the rank that removed it."""
     import psutil
 
     folder = build_folder(op)
@@ -85,15 +86,16 @@ def wait_out_lock(op) -> bool:
         except FileNotFoundError:
             return False
         busy = any(p.info.get("cwd") and Path(p.info["cwd"]) == folder for p in psutil.process_iter(["cwd"]))
-        if age >= STALE_AFTER_S and not busy:
+        if clear and age >= STALE_AFTER_S and not busy:
             lock.unlink(missing_ok=True)
             return True
         time.sleep(1.0)
 
 
-def load_for_job(device_type: str, ds_config: dict | None, announce) -> None:
+def load_for_job(device_type: str, ds_config: dict | None, announce, clear_stale: bool = True) -> None:
     """Load the job's ops before DeepSpeed does; ``announce(kind, **fields)`` hears of each one this process
-    compiles (ranks that find another rank compiling wait for it inside ``load``)."""
+    compiles (ranks that find another rank compiling wait for it inside ``load``).  ``clear_stale``: this process
+    is the one of its machine that removes a stale build lock (see wait_out_lock)."""
     for name in needed(device_type, ds_config):
         op = builder(name)
         if op is None or not op.is_compatible(False):
@@ -102,7 +104,7 @@ def load_for_job(device_type: str, ds_config: dict | None, announce) -> None:
         started = time.time()
         if fresh:
             announce("compile", op=op.name)
-            if wait_out_lock(op):
+            if wait_out_lock(op, clear=clear_stale):
                 announce("stale_lock", op=op.name)
         op.load(verbose=False)
         if fresh:

@@ -26,7 +26,7 @@ from ..job import checks, folders, placement, record, spec as specmod
 from ..job.record import EventWriter
 from ..words import say
 from . import dataprep, ops, templates
-from .callbacks import RANK, EvalRows, TokenCounter, make_callback
+from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
 from .packing import PackedRows
 from .speedups import Speedups
 
@@ -278,7 +278,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
     speed = Speedups(job, ds_config)
     # DeepSpeed's C++ ops, loaded before DeepSpeed asks for them: one that must be compiled first is announced
-    ops.load_for_job(job.device_type, ds_config, lambda kind, **f: announce_compile(events, kind, **f))
+    ops.load_for_job(job.device_type, ds_config, lambda kind, **f: announce_compile(events, kind, **f),
+                     clear_stale=LOCAL_RANK == 0)
     # TrainingArguments must exist before from_pretrained: with ZeRO-3 it switches
     # on zero.Init, so each rank only ever holds its shard of the weights.
     args = training_arguments(job, ds_config, speed)
