@@ -34,7 +34,8 @@ VISIBLE_TEXT = """() => {
     let shown = true;
     for (let a = el; a; a = a.parentElement) {
       const st = getComputedStyle(a);
-      if (st.display === 'none' || st.visibility === 'hidden') { shown = false; break; }
+      // opacity 0: gradio keeps the status text of an event with show_progress="hidden" there, never seen
+      if (st.display === 'none' || st.visibility === 'hidden' || st.opacity === '0') { shown = false; break; }
     }
     if (shown) out.push([t, (el.closest('[id]') || {}).id || '']);
   }
