@@ -95,9 +95,9 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
     gpart = half * trainable // (n if stage >= 2 else 1)
     largest = min(shape.largest_param, trainable) if not lora else max(
         (s.lora_rank * max(lin.fan_in, lin.fan_out) for lin in shape.linears), default=0)
-    out.backward = 2 * half * rbs  # two buckets (overlap_comm), whatever the number of trainable parameters
-    if s.device == "cpu":  # host pages are mapped when first written: RSS holds the part the gradients fill
-        out.backward = half * min(2 * rbs, trainable)
+    # two buckets (overlap_comm), whatever the number of trainable parameters; on CPU a host page is mapped when
+    # first written, so RSS holds only the part the gradients fill
+    out.backward = half * min(2 * rbs, trainable) if s.device == "cpu" else 2 * half * rbs
     out.side = half * min(2 * rbs, trainable)  # flattened buckets being reduced on the reduction stream (two at most)
     if s.offload_optimizer:
         out.buffers += half * largest  # temp_grad_buffer_for_gpu_offload
