@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import random
@@ -51,6 +52,15 @@ MODELS = {
     "qwen3-0.6b": ("qwen3", dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
                                  tie_word_embeddings=True)),
+    # calibration, added to measure ZeRO-2's and ZeRO-3's per-stream pools (--set pools): a larger Qwen3, and a
+    # Gemma-3 text model whose embedding (671 M elements) is larger than DeepSpeed's reduce bucket
+    "qwen3-1.7b": ("qwen3", dict(model_type="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                                 num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                                 tie_word_embeddings=True)),
+    "gemma3-4b": ("gemma3", dict(model_type="gemma3_text", hidden_size=2560, intermediate_size=10240,
+                                 num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                                 vocab_size=262208, query_pre_attn_scalar=256, sliding_window=1024,
+                                 hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)),
     # held out
     "qwen2.5-0.5b": ("qwen2", dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                                    num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
@@ -100,6 +110,15 @@ llama3.2-3b 1024 4 full-none lora-none full-3
 llama3.2-3b 4096 1 full-2+ckpt lora-2
 gemma-2b 1024 4 full-none full-2 lora-none full-3
 gemma-2b 4096 2 lora-2+ckpt full-none+ckpt full-3+off
+""")
+# calibration runs that record the allocator's history (steps 2-3) and each CUDA stream's pool: --set pools
+POOLS = _rows("""
+tinyllama-1.1b 1024 8 full-2
+qwen3-0.6b 2048 4 full-2 full-2+ckpt
+qwen3-1.7b 1024 4 full-2 full-2+off
+gemma3-4b 1024 1 full-2
+tinyllama-1.1b 4096 2 full-3+off
+qwen3-0.6b 4096 2 full-3+off
 """)
 TINY_ROWS = _rows("""
 tinyllama-1.1b 64 2 full-none lora-2 full-3+ckpt
@@ -184,20 +203,19 @@ def make_data(path: Path, model_dir: Path, vocab: int, seq: int, n: int = 256) -
 
     from zeroboard.training import templates
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    chat = templates.use_chat_template(tok, "auto")
+    tok = AutoTokenizer.from_pretrained(model_dir)  # it carries the chat template (templates.encode renders with it)
     rng = random.Random(0)
     bpe = json.loads((model_dir / "config.json").read_text()).get("model_type") in WORD_BPE_TYPES
     pick = (lambda: rng.choice(BPE_WORDS)) if bpe else (lambda: f"w{rng.randrange(vocab - 8)}")  # noqa: E731
     words = lambda k: " ".join(pick() for _ in range(k))  # noqa: E731
     probe = {"instruction": words(8), "input": "", "output": words(10)}
     conv = [{"role": "user", "content": probe["instruction"]}, {"role": "assistant", "content": probe["output"]}]
-    overhead = len(templates.encode(conv, tok, chat, 10 * seq)["input_ids"]) - 10
+    overhead = len(templates.encode(conv, tok, 10 * seq)["input_ids"]) - 10
     recs = [{"instruction": words(8), "input": "", "output": words(seq - overhead - i % 7)} for i in range(n)]
     # transformers replaces the tokenizer class of some model types (qwen2: Qwen2Tokenizer), which drops this
     # word-level vocabulary and made every sample 2 tokens long in the first held-out run: check the lengths
     conv = [{"role": "user", "content": recs[0]["instruction"]}, {"role": "assistant", "content": recs[0]["output"]}]
-    got = len(templates.encode(conv, tok, chat, 10 * seq)["input_ids"])
+    got = len(templates.encode(conv, tok, 10 * seq)["input_ids"])
     if got != seq:
         raise SystemExit(f"{model_dir.name}: a sample meant to be {seq} tokens is {got} with {type(tok).__name__}")
     path.write_text(json.dumps(recs))
@@ -222,8 +240,12 @@ def rank_probe(argv: list[str]) -> int:
     from zeroboard.training import train
 
     out_dir = Path(argv[argv.index("--output_dir") + 1])
-    rec: dict = {"forward_peak": [], "step_peak": [], "step_begin": []}
+    rec: dict = {"forward_peak": [], "step_peak": [], "step_begin": [], "pools": []}
     cuda = torch.cuda.is_available()
+    trace_dir = os.environ.get("ZB_TRACE_DIR")  # --set pools: the allocator's history of steps 2 and 3 goes there
+    from_start = os.environ.get("ZB_TRACE_FROM_START") == "1"  # ... or of everything from the start to step 3
+    if cuda and trace_dir and from_start:
+        torch.cuda.memory._record_memory_history(max_entries=2_000_000, context="alloc", stacks="python")
     original = transformers.Trainer.compute_loss
 
     def compute_loss(self, *a, **kw):
@@ -243,12 +265,23 @@ def rank_probe(argv: list[str]) -> int:
             def on_step_begin(self, args, state, control, **kw):
                 if cuda:
                     rec["step_begin"].append(torch.cuda.memory_allocated())
+                    if trace_dir and state.global_step == 1 and not from_start:
+                        torch.cuda.memory._record_memory_history(max_entries=500_000, context="alloc", stacks="python")
                 return super().on_step_begin(args, state, control, **kw)
 
             def on_step_end(self, args, state, control, **kw):
                 if cuda:
                     rec["step_peak"].append(torch.cuda.max_memory_allocated())
                     rec["reserved_peak"] = torch.cuda.max_memory_reserved()
+                    rec["pools"].append(stream_pools(torch.cuda.memory_snapshot()))
+                    if trace_dir and state.global_step == 3:
+                        snap = torch.cuda.memory._snapshot()
+                        torch.cuda.memory._record_memory_history(enabled=None)
+                        try:
+                            with gzip.open(Path(trace_dir) / f"{out_dir.name}.trace.json.gz", "wt") as f:
+                                json.dump(compact_trace(snap), f)
+                        except Exception as e:  # noqa: BLE001 - the run's figures still count
+                            rec["trace_error"] = f"{type(e).__name__}: {e}"
                 (out_dir / "probe.json").write_text(json.dumps(rec))
                 return super().on_step_end(args, state, control, **kw)
 
@@ -259,6 +292,29 @@ def rank_probe(argv: list[str]) -> int:
     # the weights are not written: saving comes after every figure is taken and only costs the GPU machine's time
     train.save_result = lambda *args: {"kind": "not saved (benchmark)"}
     return train.main(argv)
+
+
+def compact_trace(snap: dict) -> dict:
+    """The allocator's history, small: each event's action, address, size, stream and four innermost Python frames
+    (file:line:function); the segments at the end with their blocks."""
+    def where(frames):
+        return [f"{Path(f['filename']).name}:{f['line']}:{f['name']}" for f in frames[:4]]
+    events = [[e.get("action"), e.get("addr", 0), e.get("size", 0), e.get("stream", 0), where(e.get("frames") or [])]
+              for e in (snap.get("device_traces") or [[]])[0]]
+    segments = [{"stream": g.get("stream"), "address": g.get("address"), "total": g.get("total_size"),
+                 "allocated": g.get("allocated_size"), "blocks": [[b.get("size"), b.get("state")] for b in g["blocks"]]}
+                for g in snap.get("segments", [])]
+    return {"events": events, "segments": segments}
+
+
+def stream_pools(segments: list[dict]) -> dict[str, list[int]]:
+    """Each CUDA stream's pool in torch's allocator: [reserved, allocated] bytes (a snapshot's segments)."""
+    out: dict[str, list[int]] = {}
+    for seg in segments:
+        pool = out.setdefault(str(seg["stream"]), [0, 0])
+        pool[0] += seg["total_size"]
+        pool[1] += seg["allocated_size"]
+    return out
 
 
 # --- NVML, read by the harness -------------------------------------------------------------------------
@@ -367,7 +423,8 @@ def finish(row: dict, job, proc, log, sampler: Sampler) -> dict:
                step_s=statistics.median(steps) if steps else None, speedups=start_ev.get("speedups"),
                forward_peak_gib=[round(x / GIB, 3) for x in probe.get("forward_peak", [])],
                step_peak_gib=[round(x / GIB, 3) for x in probe.get("step_peak", [])],
-               step_begin_gib=[round(x / GIB, 3) for x in probe.get("step_begin", [])])
+               step_begin_gib=[round(x / GIB, 3) for x in probe.get("step_begin", [])],
+               pools_gib=[{k: [round(x / GIB, 3) for x in v] for k, v in p.items()} for p in probe.get("pools", [])])
     return with_errors(row)
 
 
@@ -595,7 +652,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank-probe":
         return rank_probe(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=["calibration", "heldout", "both", "tiny"], default="heldout")
+    ap.add_argument("--set", choices=["calibration", "heldout", "both", "tiny", "pools"], default="heldout")
     ap.add_argument("--sealed", default="", help="a set whose figures are written but not printed (kept unseen "
                     "until the planner is frozen)")
     ap.add_argument("--out", type=Path)
@@ -628,7 +685,10 @@ def main() -> int:
         return 0
     if a.tiny:
         a.set = "tiny"
-    rows = ([("tiny", *r) for r in TINY_ROWS] if a.tiny else [("calibration", *r) for r in CALIBRATION]
+    if a.set == "pools":
+        os.environ["ZB_TRACE_DIR"] = str(a.out.parent if a.out else Path("/tmp"))
+    rows = ([("tiny", *r) for r in TINY_ROWS] if a.tiny else [("calibration", *r) for r in POOLS] if a.set == "pools"
+            else [("calibration", *r) for r in CALIBRATION]
             if a.set == "calibration" else [("heldout", *r) for r in HELDOUT] if a.set == "heldout"
             else [("calibration", *r) for r in CALIBRATION] + [("heldout", *r) for r in HELDOUT])
     if a.only:
