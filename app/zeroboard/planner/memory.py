@@ -37,7 +37,8 @@ NCCL = int(0.38 * GIB)
 # Memory the allocator holds but has not handed out at the peak (freed blocks the next request cannot use), as
 # a share of what changes during a step (activations, loss buffers, gradients). Calibration set, expandable
 # segments: 0.3% to 4.5% without DeepSpeed or checkpointing; up to 10% with checkpointing (small, varied
-# blocks) and 4% to 14.5% under ZeRO-3; ZeRO-2's flattened buckets on its reduction stream are counted apart.
+# blocks) and 4% to 14.5% under ZeRO-3. DeepSpeed's own streams (States.side) and ZeRO-2's first-step layout
+# (first_step_layout) are counted apart, from the pools traced in benchmarks/results/planner_pools.json.
 SLACK = 0.05
 SLACK_VARIED = 0.15  # ZeRO-3 or gradient checkpointing
 # RSS of a CPU rank besides the model: Python, torch, transformers, peft, and the datasets library tokenizing the
@@ -262,8 +263,23 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
     moving = peak - st.resident
     share = SLACK_VARIED if (s.stage == "3" or s.checkpointing) else SLACK
     slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + int(share * moving)
+    slack += max(0, first_step_layout(st, totals) - peak)
     return Plan(s, shape, psi, trainable, parts[phase], peak, "backward" if phase == "flush" else phase, host, None,
                 formula_of(s), a, moments=totals, slack_bytes=slack)
+
+
+def first_step_layout(st, totals: dict[str, int]) -> int:
+    """What ZeRO-2's first step leaves the main stream's pool holding, when its gradient copies outgrow the space the
+    forward and backward passes used (traced on the H200, benchmarks/planner_heldout.py --set pools).
+
+    The backward pass's cuBLAS workspace is allocated above that space and stays, so copies larger than it go above
+    it; AdamW creates its states at the first step while the fp32 copy is alive, so they go above the copies. Later
+    steps reuse the same addresses: the pool keeps the model states, the passes' space and the copies side by side.
+    """
+    if not st.first_step:
+        return 0
+    passes = totals["backward"] - st.resident
+    return st.resident + passes + st.first_step if st.first_step > passes else 0
 
 
 def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:

@@ -51,6 +51,7 @@ class States:
     live_params: int = 0  # ZeRO-3's gathered parameters at the turn from forward to backward
     host: int = 0  # offloaded states on the host, pinned where DeepSpeed pins them
     side: int = 0  # memory DeepSpeed takes on its own CUDA streams: pools the main stream cannot reuse
+    first_step: int = 0  # ZeRO-2's gradient copies at the first step, below AdamW's states created then
 
     @property
     def resident(self) -> int:
@@ -98,13 +99,15 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
     # two buckets (overlap_comm), whatever the number of trainable parameters; on CPU a host page is mapped when
     # first written, so RSS holds only the part the gradients fill
     out.backward = half * min(2 * rbs, trainable) if s.device == "cpu" else 2 * half * rbs
-    out.side = half * min(2 * rbs, trainable)  # flattened buckets being reduced on the reduction stream (two at most)
     if s.offload_optimizer:
         out.buffers += half * largest  # temp_grad_buffer_for_gpu_offload
         out.backward += 4 * largest  # a gradient slice converted to fp32 before its copy to the host
         out.flush = {"after": min(rbs, trainable), "bytes": half * min(rbs, trainable)}
         out.host = 2 * pow2(4 * trainable // n) + pow2(2 * trainable // n) + 8 * trainable // n + pow2(half * largest)
+        out.side = 8 * largest  # each gradient's norm, taken in fp64 on the reduction stream
     else:
+        out.side = gpart  # the gradient partition is allocated on the reduction stream (copy_grads_in_partition)
+        out.first_step = gpart + 4 * trainable // (n if stage >= 2 else 1)
         out.optimizer = opt
         # the gradient partition and a flattened copy of the flushed bucket
         out.flush = {"after": min(rbs, trainable), "bytes": gpart + half * min(rbs, trainable)}
