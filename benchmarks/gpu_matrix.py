@@ -309,6 +309,10 @@ def main() -> None:
     shape = TINY if a.tiny else BIG
     seq, batch = (64, 2) if a.tiny else (a.seq, a.batch)
     work = Path(a.workdir)
+    from zeroboard import workspace
+
+    runs = Path(f"{work}-runs")  # outputs apart from the data folder (a job may not write into its data)
+    workspace.allow([f"{work}:rw", f"{runs}:rw"])  # outside the repository
     work.mkdir(parents=True, exist_ok=True)
     model_dir, data = work / ("model-tiny" if a.tiny else "model-1b"), work / f"data-{seq}.json"
     t = time.time()
@@ -340,7 +344,7 @@ def main() -> None:
             model_name_or_path=str(model_dir), finetuning_type=method, dataset_dir=str(work), dataset=[str(data)],
             cutoff_len=seq, learning_rate=1e-5 if method == "full" else 1e-4, max_steps=a.steps,
             per_device_train_batch_size=batch, precision="fp32" if a.tiny else "bf16", logging_steps=1,
-            lora_rank=16, lora_alpha=32, output_dir=str(work / f"run-{name}-{int(time.time())}"),
+            lora_rank=16, lora_alpha=32, output_dir=str(Path(f"{work}-runs") / f"run-{name}-{int(time.time())}"),
             device_type="cpu" if a.tiny else "cuda", num_processes=a.gpus, deepspeed_stage=stage, offload=offload,
             lr_scheduler_type="constant")
         row = {"config": name, **measure(a, job, work, data)}
@@ -370,7 +374,7 @@ def measure(a, job: specmod.JobSpec, work: Path, data: Path) -> dict:
     zbs: list[dict] = []
     bares: list[dict] = []
     for i in range(a.repeats):
-        out = str(work / f"{Path(job.output_dir).name}-r{i}") if a.repeats > 1 else job.output_dir
+        out = f"{job.output_dir}-r{i}" if a.repeats > 1 else job.output_dir
         this = dataclasses.replace(job, output_dir=out)
         first_bare = i % 2 == 1 and not a.no_bare and zbs
         if first_bare:
