@@ -82,14 +82,17 @@ def open_page(pg, url: str) -> None:
 
 def reload_page(pg) -> None:
     """The user reloads.  Gradio's page may be reloading itself as its server came back, and a reload that meets
-    that one is aborted: either way the page loads again."""
+    that one is aborted (or finds the document already replaced): the user's reload is tried again."""
     from playwright.sync_api import Error as PlaywrightError
 
-    try:
-        pg.reload()
-    except PlaywrightError as e:
-        if "ERR_ABORTED" not in str(e):
-            raise
+    for attempt in range(3):
+        try:
+            pg.reload()
+            break
+        except PlaywrightError as e:  # the page's own reload replaced the document under ours: reload again
+            if attempt == 2 or not any(m in str(e) for m in ("ERR_ABORTED", "Not attached to an active page")):
+                raise
+            pg.wait_for_timeout(500)
     pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
     pg.wait_for_selector("#zb-start")
 
