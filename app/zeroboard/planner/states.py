@@ -107,12 +107,12 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
         out.side = 8 * largest  # each gradient's norm, taken in fp64 on the reduction stream
     else:
         out.side = gpart  # the gradient partition is allocated on the reduction stream (copy_grads_in_partition)
-        out.first_step = gpart + 4 * trainable // (n if stage >= 2 else 1)
         out.optimizer = opt
         # the gradient partition and a flattened copy of the flushed bucket
         out.flush = {"after": min(rbs, trainable), "bytes": gpart + half * min(rbs, trainable)}
         out.grads_end = gpart
         out.step_extra = gpart + 4 * trainable // (n if stage >= 2 else 1)  # flat 16-bit copy, then its fp32 copy
+        out.first_step = out.step_extra  # ... made before AdamW's states exist (see memory.first_step_layout)
     return out
 
 
