@@ -19,6 +19,15 @@ os.environ["ZEROBOARD_ALLOW_PATHS"] = f"{Path(tempfile.gettempdir()).resolve()}:
 os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json"))
 
 
+@pytest.fixture(autouse=True)
+def no_cli_job_outlives_its_test():
+    """A job a failed test left running (zeroboard train from a test) would block every later test's start: stop it."""
+    yield
+    from helpers import stop_jobs
+
+    stop_jobs(Path(os.environ["ZEROBOARD_RUNS_INDEX"]))
+
+
 @pytest.fixture()
 def index(tmp_path):
     """A runs index of the test's own; every job registered there is stopped when the test ends."""

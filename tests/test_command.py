@@ -157,3 +157,26 @@ def test_several_nodes_need_a_fixed_port_and_torchrun(tmp_path):
     job = JobSpec(num_nodes=2, node_rank=2, launcher="deepspeed", output_dir=str(tmp_path / "o"))
     errs = checks.validate(job, []).errors
     assert {"node_rank", "launcher", "master_port"} <= set(errs)
+
+
+def test_a_chosen_port_lies_below_the_ephemeral_range_and_skips_a_taken_one(monkeypatch, tmp_path):
+    import random
+    import socket
+
+    from zeroboard.job import ports
+
+    low = ports.ephemeral_low()
+    picked = {ports.free_port() for _ in range(20)}
+    if low - ports.LOWEST >= ports.TRIES:  # the kernel leaves room below its range: every port comes from there
+        assert all(ports.LOWEST <= p < low for p in picked), (picked, low)
+    first = random.Random(7).randrange(ports.LOWEST, low)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", first))
+        taken.listen()
+        port = ports.free_port(random.Random(7))
+    assert port != first and ports.port_is_free(port)
+    narrow = tmp_path / "range"
+    narrow.write_text(f"{ports.LOWEST + 10}\t60999\n")  # no room below it: the kernel's choice
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", narrow)
+    assert ports.free_port() >= ports.LOWEST + 10
+

@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
+from helpers import wait_until
 from zeroboard.job import record as events
-from zeroboard.job.command import free_port
+from zeroboard.job.command import free_port, port_is_free
 
 pytestmark = pytest.mark.e2e
+
+DEADLINE_S = 900
+
+
+def node(rank: int, port: int, out) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml",
+                             f"--set=output_dir={out}", "--set=num_nodes=2", f"--set=node_rank={rank}",
+                             "--set=num_processes=1", f"--set=master_port={port}", "--set=max_steps=10",
+                             "--set=logging_steps=2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
 def test_two_nodes_train_the_demo_end_to_end(tmp_path):
     port, out = free_port(), tmp_path / "two-nodes"
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml",
-                          f"--set=output_dir={out}", "--set=num_nodes=2", f"--set=node_rank={rank}",
-                          "--set=num_processes=1", f"--set=master_port={port}", "--set=max_steps=10",
-                          "--set=logging_steps=2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for rank in (0, 1)
-    ]
-    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    procs = [node(0, port, out)]
+    try:
+        # as on two machines: the other node joins once the master's rendezvous listens (or the master ended)
+        wait_until(lambda: not port_is_free(port) or procs[0].poll() is not None, 300, "node 0's rendezvous")
+        procs.append(node(1, port, out))
+        deadline = time.time() + DEADLINE_S
+        while time.time() < deadline and any(p.poll() is None for p in procs):
+            if any(p.poll() not in (None, 0) for p in procs):
+                break  # one node failed: the other would wait for it
+            time.sleep(0.5)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)  # the jobs themselves are aborted by the autouse teardown
+        outputs = [p.communicate(timeout=60)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     evs = events.read_events(out / events.EVENTS_FILE)
     start = next(e for e in evs if e["event"] == "start")

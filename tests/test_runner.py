@@ -155,6 +155,25 @@ def test_one_job_per_device_set():
     assert "/r" in runner.busy_message(cpu)  # the running job is named
 
 
+def test_the_rendezvous_port_of_a_launcher_and_of_a_rank():
+    """A node's launcher names its port on its command line, a rank in MASTER_PORT: both mark the job's peers."""
+    import subprocess
+    import sys
+
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    procs = [subprocess.Popen([*sleep, "--nnodes", "2", "--master_port", "23456"]),
+             subprocess.Popen([*sleep, "--master-port=23457"]),
+             subprocess.Popen(sleep, env={**os.environ, "MASTER_PORT": "23458"}),
+             subprocess.Popen(sleep, env={k: v for k, v in os.environ.items() if k != "MASTER_PORT"})]
+    try:
+        ports = [processes.rendezvous_port(psutil.Process(p.pid)) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert ports == [23456, 23457, 23458, None]
+
+
 def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
     prepared = prepared_for(tmp_path / "run")
     cmd = prepared.command

@@ -75,10 +75,15 @@ def trainer_devices(p: psutil.Process) -> tuple[str, list[int]]:
 
 
 def rendezvous_port(p: psutil.Process) -> int | None:
-    """The master port a trainer rank was given by its launcher (MASTER_PORT)."""
+    """The master port of a trainer process: the launcher's own --master_port, or the MASTER_PORT a rank was given."""
     try:
+        args = p.cmdline()
+        for i, a in enumerate(args):
+            name, eq, value = a.partition("=")
+            if name in ("--master_port", "--master-port"):
+                return int(value if eq else args[i + 1])
         return int(p.environ().get("MASTER_PORT", ""))
-    except (psutil.Error, ValueError):
+    except (psutil.Error, ValueError, IndexError):
         return None
 
 
