@@ -143,6 +143,7 @@ def test_the_chapter_in_chinese(browser, server):
     pg.locator("#zb-offload input[type=checkbox]").check()
     pg.locator("#zb-preview").click()
     assert pg.locator("#zb-command mark.zb-ds").inner_text() == "cache/ds_z2_offload_config.json"
+    assert pg.locator("#zb-command pre").inner_text().startswith("# 在 ")  # where it runs, said in Chinese too
     pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     assert_chinese(pg, "the preview")
 
@@ -174,6 +175,7 @@ def test_the_chapter_in_chinese(browser, server):
     assert pg.locator("#zb-offload input[type=checkbox]").is_checked()
     assert pg.locator("#zb-offload input[type=checkbox]").is_disabled()
     assert "ds_z2_offload_config.json" in pg.locator("#zb-command").inner_text()
+    assert pg.locator("#zb-command pre").inner_text().startswith("# 在 ")
     assert "offload_optimizer" in pg.locator("#zb-ds-json").inner_text()
     assert_chinese(pg, "a reload during the run")
 

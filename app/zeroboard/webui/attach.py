@@ -95,7 +95,7 @@ def wire_attach(page: train_page.TrainPage, manager: JobManager, session: gr.Sta
         locked = st.active
         output = None if locked else free_output(v["values"]["output_dir"], st.run_dir)
         values = {k: v["values"][k] for k in names if k in v["values"]}
-        return [lang, keep, *locked_form(values, locked, output), handlers.command_html(v["command"]), v["ds_json"],
+        return [lang, keep, *locked_form(values, locked, output), handlers.command_html(v["command"], lang), v["ds_json"],
                 gr.update(visible=locked), {"run": st.run_dir, "locked": locked}]
 
     def on_new_job(current_output, state):

@@ -96,13 +96,14 @@ def check(values: dict, gpus: list[devices.Gpu], port: int | None = None) -> Che
     return Checked(job, dict(prepared.report.errors), dict(prepared.report.warnings), prepared)
 
 
-def command_html(cmd: command.Command) -> str:
+def command_html(cmd: command.Command, lang: str = "en") -> str:
     """The shell rendering of the argv, with the DeepSpeed config path marked."""
     shell = html.escape(cmd.shell())
     if cmd.deepspeed_config:
         path = html.escape(cmd.deepspeed_config)
         shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
-    return f'<pre class="zb-cmd"># run from {html.escape(cmd.cwd)}\n{shell}</pre>'
+    where = html.escape(text("cli.run_from", lang, cwd=cmd.cwd))
+    return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
 
 
 def deepspeed_json(cmd: command.Command | None) -> str:

@@ -98,7 +98,7 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     def shown(checked: handlers.Checked, lang_value: str, message: str) -> list:
         cmd = checked.command
         return [*formmod.field_updates(f, checked.errors, lang_value), message,
-                handlers.command_html(cmd) if cmd else "", handlers.deepspeed_json(cmd)]
+                handlers.command_html(cmd, lang_value) if cmd else "", handlers.deepspeed_json(cmd)]
 
     def on_preview(*args):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
