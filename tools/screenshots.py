@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
 from helpers import start_server, stop_jobs, stop_server, wait_until  # noqa: E402
-from zeroboard import words  # noqa: E402
+from zeroboard import words, workspace  # noqa: E402
 from zeroboard.job.command import free_port  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
@@ -375,6 +375,7 @@ def generate(opts: Options) -> list[Path]:
     written: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="zb-shots-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
+        workspace.allow([f"{work}:rw"])  # the demo run's folder, outside the workspace; the server inherits it
         index = work / "runs.json"
         port = free_port()
         server = start_server(port, index, work / "server.log", repo_root())
