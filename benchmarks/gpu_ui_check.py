@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "app"))
 
 import psutil  # noqa: E402
 
+from zeroboard import workspace  # noqa: E402
 from zeroboard.data.demo import write_demo_data  # noqa: E402
 from zeroboard.job import command, devices, record as events, spec as specmod  # noqa: E402
 from zeroboard.runs import manager as runner, monitor, processes  # noqa: E402
@@ -420,6 +421,7 @@ def main() -> int:
     gpu = not a.cpu
     work = Path(a.workdir or tempfile.mkdtemp(prefix="zb-ui-check-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    workspace.allow([f"{work}:rw", f"{ROOT}:ro"])  # its own folder (the workspace of its server) and the demo in the checkout
     index = work / "cache" / "webui" / "runs.json"
     os.environ["ZEROBOARD_RUNS_INDEX"] = str(index)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "app"), os.environ.get("PYTHONPATH")]))

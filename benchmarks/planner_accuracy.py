@@ -59,6 +59,15 @@ TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                  architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu", rms_norm_eps=1e-5)
 
 
+def workdir(prefix: str) -> Path:
+    """A temporary folder for the runs, allowed to them (it lies outside the checkout, which the path guards refuse)."""
+    from zeroboard import workspace
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    workspace.allow([f"{work}:rw"])
+    return work
+
+
 # --- the probe each rank runs on GPU (--rank-probe) -------------------------------------
 
 def rank_probe(argv: list[str]) -> int:
@@ -216,7 +225,7 @@ def gpu_matrix(only: str | None, steps: int, out_json: Path | None) -> int:
     if not gpus:
         print("no NVIDIA GPU: --gpu-matrix needs one", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="zb-matrix-"))
+    work = workdir("zb-matrix-")
     model_dir, data_dir = make_long_model(work)
     rows = []
     for ft in ("full", "lora"):
@@ -281,7 +290,7 @@ def gpu_validate(steps: int, out_json: Path | None) -> int:
     if not gpus:
         print("no NVIDIA GPU: --gpu-validate needs one", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="zb-validate-"))
+    work = workdir("zb-validate-")
     models = {"llama": make_long_model(work)[0], "qwen": make_long_model(work, QWEN_05B, "qwen-0.5b")[0]}
     data_dir = work / "data"
     rows = []
@@ -325,7 +334,7 @@ def cpu_runs(steps: int, out_json: Path | None) -> int:
     from zeroboard.job.spec import load_job
     from zeroboard.planner import memory as plan_memory
 
-    work = Path(tempfile.mkdtemp(prefix="zb-cpu-"))
+    work = workdir("zb-cpu-")
     base = load_job(None)
     # 1. the runtime: the same trainer on a 30k-parameter model, whose own states are a few hundred kB
     micro, data = make_long_model(work, MICRO, "micro")
