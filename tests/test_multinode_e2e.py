@@ -33,7 +33,8 @@ def test_two_nodes_train_the_demo_end_to_end(tmp_path):
     try:
         # as on two machines: the other node joins once the master's rendezvous listens (or the master ended)
         wait_until(lambda: not port_is_free(port) or procs[0].poll() is not None, 300, "node 0's rendezvous")
-        procs.append(node(1, port, out))
+        if procs[0].poll() is None:  # (a node 0 that ended before listening would leave node 1 waiting for it)
+            procs.append(node(1, port, out))
         deadline = time.time() + DEADLINE_S
         while time.time() < deadline and any(p.poll() is None for p in procs):
             if any(p.poll() not in (None, 0) for p in procs):
@@ -44,7 +45,7 @@ def test_two_nodes_train_the_demo_end_to_end(tmp_path):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)  # the jobs themselves are aborted by the autouse teardown
         outputs = [p.communicate(timeout=60)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)  # both nodes ran and ended
     evs = events.read_events(out / events.EVENTS_FILE)
     start = next(e for e in evs if e["event"] == "start")
     assert start["world_size"] == 2 and sorted(d["rank"] for d in start["devices"]) == [0, 1]
