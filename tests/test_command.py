@@ -180,3 +180,18 @@ def test_a_chosen_port_lies_below_the_ephemeral_range_and_skips_a_taken_one(monk
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE", narrow)
     assert ports.free_port() >= ports.LOWEST + 10
 
+
+
+def test_offload_ranks_share_the_hosts_cores_for_the_cpu_optimizer(monkeypatch):
+    from zeroboard.job import devices
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(devices, "cpu_count", lambda: 16)
+    two = build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True)
+    assert two.env["OMP_NUM_THREADS"] == "8" and "OMP_NUM_THREADS=8" in two.shell()  # torchrun would give 1 each
+    three = build(GPUS, gpu_ids=[0, 1, 2], deepspeed_stage="3", offload=True, launcher="deepspeed")
+    assert three.env["OMP_NUM_THREADS"] == "5"
+    assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0], deepspeed_stage="2", offload=True).env  # all cores
+    assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2").env  # no CPU optimizer
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting is kept (the ranks inherit it)
+    assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True).env

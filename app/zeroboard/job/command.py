@@ -116,6 +116,10 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         if arch:
             env.update(arch)
             notes.append(say("check.arch_list", given=os.environ["TORCH_CUDA_ARCH_LIST"], used=arch["TORCH_CUDA_ARCH_LIST"]))
+        if where.offload and n > 1 and "OMP_NUM_THREADS" not in os.environ:
+            # offload runs the optimizer step on the CPU, in OpenMP threads: torchrun would give each of several
+            # ranks one thread (and the deepspeed launcher every rank all cores); the ranks share the host's cores
+            env["OMP_NUM_THREADS"] = str(max(1, devices.cpu_count() // n))
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["DS_ACCELERATOR"] = "cpu"
