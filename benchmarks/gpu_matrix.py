@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 
-from zeroboard.job import devices, record as events, spec as specmod  # noqa: E402
-from zeroboard.job.command import free_port, sanitized_arch_list  # noqa: E402
+from zeroboard.job import devices, placement, record as events, spec as specmod  # noqa: E402
+from zeroboard.job.command import build, free_port, sanitized_arch_list  # noqa: E402
 
 STAGES = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]
 METHODS = ["full", "lora"]
@@ -268,6 +268,9 @@ def run_bare(a, job: specmod.JobSpec, data: Path, speedups: dict | None = None) 
         env["TORCH_CUDA_ARCH_LIST"] = sanitized_arch_list(env["TORCH_CUDA_ARCH_LIST"])
     if job.device_type == "cpu":
         env.update(CUDA_VISIBLE_DEVICES="", DS_ACCELERATOR="cpu")
+    omp = build(job, placement.place(job, devices.detect_gpus())).env.get("OMP_NUM_THREADS")
+    if omp:  # the same share of the cores ZeroBoard's command gives each rank (offload on several GPUs)
+        env["OMP_NUM_THREADS"] = omp
     p, sampler = sampled(lambda: run_job(argv, cwd=ROOT, env=env))
     if p.returncode:
         return {"error": (p.stderr or p.stdout)[-1500:]}
