@@ -15,7 +15,7 @@ from .memory import GIB
 from .report import advice_text
 
 SURE = 1.25  # needed above 125% of what is free: the estimate's error (within 10-15%) cannot save it
-CLOSE = 0.92  # needed above 92% of what is free: held-out H200 runs peaked up to 6.5% above "needed" (7.7% before)
+CLOSE = 0.92  # needed above 92% of what is free: held-out H200 runs peaked up to 6.5% above "needed"
 
 
 def verdict(job: JobSpec, gpus: list[devices.Gpu]) -> tuple[str, object, bool] | None:
