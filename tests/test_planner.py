@@ -388,6 +388,10 @@ def test_pure_bf16_and_the_fused_loss_shrink_the_plan(monkeypatch):
     assert fused.activation_detail["loss_forward"] < base.activation_detail["loss_forward"] / 5
     z3 = planner.estimate(job(finetuning_type="full", liger_kernel="on", deepspeed_stage="3"), h200(), model=shape)
     assert not z3.setup.fused_loss  # ZeRO-3 keeps Liger's loss off (the head is sharded)
+    z3_off = planner.estimate(job(finetuning_type="full", liger_kernel="on", deepspeed_stage="3", offload=True), h200(),
+                              model=shape)
+    says = "at new addresses from one step to the next"
+    assert any(says in n for n in z3_off.notes) and not any(says in n for n in z3.notes + fused.notes)
 
 
 def test_eager_attention_keeps_the_attention_weights():

@@ -184,6 +184,14 @@ WORDS: dict[str, tuple[str, str]] = {
         "Liger's fused linear cross-entropy computes the loss in chunks: no full logits tensor",
         "Liger 的线性层 + 交叉熵融合算子分块计算 loss:不生成完整的 logits 张量",
     ),
+    "plan.note.loss_layout": (
+        "ZeRO-3 computes the loss on full logits; with offload the allocator may place those logits-sized "
+        "buffers at new addresses from one step to the next, which this estimate does not model: such runs on an "
+        "H200 held 3.6-8.1 GiB above their peak and used up to 6.5% more than \"needed free\"; keep about 8% of the GPU "
+        "free",
+        "ZeRO-3 在完整的 logits 上计算 loss;开启 offload 时,分配器可能每一步把这些与 logits 同样大小的缓冲放到新地址,"
+        "这一点估算没有建模:在 H200 上这类运行比峰值多占 3.6–8.1 GiB,最多比「需要的空闲显存」高 6.5%;请留出约 8% 的显存",
+    ),
     "plan.note.cpu": (
         "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
         "CPU 进程:估算的是每个进程的内存(RSS),包括 Python/torch 运行时",
