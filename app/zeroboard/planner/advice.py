@@ -20,7 +20,7 @@ def _setting(stage: str, off: bool, ckpt: bool) -> dict:
 
 
 def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[dict], dict]:
-    """Every stage/offload setting's peak, and the fastest that fits.
+    """Every stage/offload setting's peak, and the fastest that fits with headroom (else the fastest that fits).
 
     Order: no DeepSpeed > ZeRO-2 > ZeRO-3 > ZeRO-2 + offload > ZeRO-3 + offload (the H200 table), with
     gradient checkpointing (when it is off) slotted in by its recompute cost.
@@ -30,24 +30,25 @@ def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[d
         for stage, off in SETTINGS:
             alt = replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3", checkpointing=ckpt)
             p = plan_one(shape, alt)
-            fits = None if capacity is None else p.needed_bytes <= capacity
+            p.capacity_bytes = capacity
             rows.append({**_setting(stage, off, ckpt), "new_checkpointing": ckpt and not s.checkpointing,
                          "peak_bytes": p.peak_bytes, "needed_bytes": p.needed_bytes, "host_bytes": p.host_bytes,
-                         "fits": fits})
+                         "fits": p.fits, "roomy": p.roomy})
     if capacity is None:
         return rows, {}
     current = next(r for r in rows if r["stage"] == s.stage and r["offload"] == s.offload_optimizer
                    and r["gradient_checkpointing"] == s.checkpointing)
     ranked = sorted(rows, key=lambda r: STEP_COST[(r["stage"], r["offload"])]
                     * (CHECKPOINTING_COST if r["gradient_checkpointing"] else 1.0))
-    best = next((r for r in ranked if r["fits"]), None)
+    best = next((r for r in ranked if r["roomy"]), None) or next((r for r in ranked if r["fits"]), None)
     if best is None:
         return rows, {"kind": "nothing_fits"}
     pick = lambda r: {**_setting(r["stage"], r["offload"], r["gradient_checkpointing"]),  # noqa: E731
                       "new_checkpointing": r["new_checkpointing"]}
     if best is current:
         return rows, {"kind": "keep", "setting": pick(current)}
-    return rows, {"kind": "use", "setting": pick(best), "current": pick(current), "current_fits": bool(current["fits"])}
+    return rows, {"kind": "use", "setting": pick(best), "current": pick(current), "current_fits": bool(current["fits"]),
+                  "current_tight": bool(current["fits"]) and not current["roomy"]}
 
 
 def note_keys(plan: Plan) -> list[str]:

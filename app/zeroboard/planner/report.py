@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from ..words import text, tr
 from .advice import note_keys
-from .memory import GIB, Plan, act_mode, formula_of, setting_label
+from .memory import GIB, HEADROOM, Plan, act_mode, formula_of, setting_label
+
+MARGIN = f"{100 * (1 - HEADROOM):.0f}"  # the headroom, in percent, as the words say it
 
 
 def gib(n: int | float) -> str:
@@ -35,8 +37,10 @@ def advice_text(advice: dict, lang: str = "en") -> str:
     if kind == "keep":
         return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang))
     if kind == "use":
-        key = "plan.advice.use_fits" if advice["current_fits"] else "plan.advice.use_not"
-        return text(key, lang, best=setting_words(advice["setting"], lang), current=setting_words(advice["current"], lang))
+        key = ("plan.advice.use_room" if advice.get("current_tight") else "plan.advice.use_fits") if advice[
+            "current_fits"] else "plan.advice.use_not"
+        return text(key, lang, best=setting_words(advice["setting"], lang), current=setting_words(advice["current"], lang),
+                    margin=MARGIN)
     return ""
 
 
@@ -156,8 +160,9 @@ def fit_markdown(choices: list, lang: str = "en", top: int = 5) -> str:
     fitting = [c for c in choices if c.fits is not False][:top]
     for c in fitting:
         name = setting_label(c.stage, c.offload, c.offload and c.stage == "3", c.checkpointing, lang)
+        why = text(f"plan.why.{c.why}", lang) + (text("plan.fit_tight", lang, margin=MARGIN) if c.tight else "")
         lines.append(f"| {name} | {c.micro_batch} x {c.accumulation} | {gib(c.plan.peak_bytes)} | "
-                     f"{gib(c.plan.needed_bytes)} | {c.tokens_per_s:,.0f} | {text(f'plan.why.{c.why}', lang)} |")
+                     f"{gib(c.plan.needed_bytes)} | {c.tokens_per_s:,.0f} | {why} |")
     if not fitting:
         small = min(choices, key=lambda c: c.plan.needed_bytes)
         lines = lines[:1] + ["", text("plan.fit_none", lang, gib=gib(small.plan.needed_bytes),

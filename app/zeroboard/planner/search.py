@@ -59,6 +59,11 @@ class Choice:
     def fits(self) -> bool | None:
         return self.plan.fits
 
+    @property
+    def tight(self) -> bool:
+        """It fits, but with less headroom than the measured errors call for (memory.HEADROOM)."""
+        return bool(self.plan.fits) and self.plan.roomy is False
+
     def overrides(self) -> dict:
         """The job fields this choice sets (what --fit prints as --set and the button writes into the form)."""
         return {"deepspeed_stage": self.stage, "offload": self.offload, "per_device_train_batch_size": self.micro_batch,
@@ -87,7 +92,7 @@ def micro_batches(per_device: int) -> list[int]:
 
 def search(shape: ModelShape, s: Setup, accumulation: int, capacity: int | None,
            stages: list[tuple[str, bool]] | None = None) -> list[Choice]:
-    """Every setting, fastest first (those that fit before those that do not)."""
+    """Every setting, fastest first: those that fit with room, then those that fit tightly, then the others."""
     per_device = s.micro_batch * accumulation
     out = []
     for stage, off in stages or SETTINGS:
@@ -103,5 +108,5 @@ def search(shape: ModelShape, s: Setup, accumulation: int, capacity: int | None,
                 ga = per_device // m
                 t, why = step_time(shape, alt, ga, p.trainable, p.params)
                 out.append(Choice(stage, off, m, ga, ckpt, p, t, s.world * per_device * s.seq / t, why))
-    out.sort(key=lambda c: (c.fits is False, -c.tokens_per_s))
+    out.sort(key=lambda c: (c.fits is False, c.tight, -c.tokens_per_s))
     return out

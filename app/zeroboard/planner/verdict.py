@@ -11,11 +11,10 @@ from ..job import command, devices
 from ..job.spec import JobSpec
 from ..words import say
 from . import PlanError, estimate
-from .memory import GIB
+from .memory import GIB, HEADROOM
 from .report import advice_text
 
 SURE = 1.25  # needed above 125% of what is free: the estimate's error (within 10-15%) cannot save it
-CLOSE = 0.92  # needed above 92% of what is free: held-out H200 runs peaked up to 6.5% above "needed"
 
 
 def verdict(job: JobSpec, gpus: list[devices.Gpu]) -> tuple[str, object, bool] | None:
@@ -29,10 +28,10 @@ def verdict(job: JobSpec, gpus: list[devices.Gpu]) -> tuple[str, object, bool] |
         return None
     need, have = plan.needed_bytes / GIB, plan.capacity_bytes / GIB
     if plan.fits:
-        if plan.needed_bytes <= CLOSE * plan.capacity_bytes:
+        if plan.roomy:
             return None
         return "per_device_train_batch_size", say("check.fit_close", need=f"{need:.1f}", have=f"{have:.1f}",
-                                                  margin=f"{100 * (1 - CLOSE):.0f}"), False
+                                                  margin=f"{100 * (1 - HEADROOM):.0f}"), False
     advice = advice_text(plan.advice)
     field = "deepspeed_stage" if plan.advice.get("kind") == "use" else "per_device_train_batch_size"
     where = say("check.fit_where_gpu") if plan.setup.device == "cuda" else say("check.fit_where_ram")

@@ -37,8 +37,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "查找放得下的设置只针对 GPU:请选择 CUDA 设备(这里 NVML 看不到 GPU)",
     ),
     "plan.fit_head": (
-        "### Settings that fit, fastest first\nThe global batch stays {batch} sequences per optimizer step (micro-batch x accumulation x {n} devices).",
-        "### 放得下的设置(由快到慢)\n全局 batch 保持每次优化器更新 {batch} 条序列(micro-batch × 累积步数 × {n} 个设备)。",
+        "### Settings that fit, fastest first (those with headroom before tight ones)\nThe global batch stays {batch} sequences per optimizer step (micro-batch x accumulation x {n} devices).",
+        "### 放得下的设置(由快到慢,有余量的排在偏紧的前面)\n全局 batch 保持每次优化器更新 {batch} 条序列(micro-batch × 累积步数 × {n} 个设备)。",
     ),
     "plan.fit_cols": (
         "| setting | micro-batch x accumulation | peak GiB | needed GiB | expected tokens/s | the step is mostly |",
@@ -47,6 +47,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.fit_none": ("**No setting fits on these devices.** The smallest needs {gib} GiB: {setting}.",
                       "**这些设备上没有放得下的设置。** 最小的需要 {gib} GiB:{setting}。"),
     "plan.fit_best": ("**Best: {setting}.** Command line: `{sets}`", "**最佳:{setting}。** 命令行:`{sets}`"),
+    "plan.fit_tight": ("; tight: under {margin}% headroom", ";偏紧:余量不到 {margin}%"),
     "plan.fit_same": ("The job already uses the fastest setting that fits.", "任务已经在用放得下的最快设置。"),
     "plan.why.compute": ("compute", "计算"),
     "plan.why.recompute": ("recomputing the forward pass (checkpointing)", "重算前向(梯度检查点)"),
@@ -154,6 +155,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.advice.use_fits": (
         "use {best}: the fastest setting that fits ({current} fits)",
         "改用「{best}」:放得下的设置中最快的(当前的「{current}」放得下)",
+    ),
+    "plan.advice.use_room": (
+        "use {best}: the fastest setting that fits with {margin}% headroom ({current} fits with less)",
+        "改用「{best}」:能留出 {margin}% 余量的设置中最快的(当前的「{current}」也放得下,但余量更少)",
     ),
     "plan.advice.use_not": (
         "use {best}: the fastest setting that fits ({current} does not fit)",
