@@ -37,10 +37,9 @@ def advice_text(advice: dict, lang: str = "en") -> str:
     if kind == "keep":
         return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang))
     if kind == "use":
-        key = ("plan.advice.use_room" if advice.get("current_tight") else "plan.advice.use_fits") if advice[
-            "current_fits"] else "plan.advice.use_not"
-        return text(key, lang, best=setting_words(advice["setting"], lang), current=setting_words(advice["current"], lang),
-                    margin=MARGIN)
+        key = "use_not" if not advice["current_fits"] else "use_room" if advice.get("current_tight") else "use_fits"
+        return text(f"plan.advice.{key}", lang, best=setting_words(advice["setting"], lang),
+                    current=setting_words(advice["current"], lang), margin=MARGIN)
     return ""
 
 
