@@ -176,10 +176,15 @@ def test_a_chosen_port_lies_below_the_ephemeral_range_and_skips_a_taken_one(monk
         port = ports.free_port(random.Random(7))
     assert port != first and ports.port_is_free(port)
     narrow = tmp_path / "range"
-    narrow.write_text(f"{ports.LOWEST + 10}\t60999\n")  # no room below it: the kernel's choice
-    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", narrow)
-    assert ports.free_port() >= ports.LOWEST + 10
+    narrow.write_text(f"{ports.LOWEST + 10}\t60999\n")  # no room below it: the kernel's choice, nothing drawn
 
+    class NoDraw(random.Random):
+        def randrange(self, *args):
+            raise AssertionError("drew a port below a range that leaves no room")
+
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", narrow)
+    assert ports.ephemeral_low() == ports.LOWEST + 10
+    assert ports.port_is_free(ports.free_port(NoDraw()))
 
 
 def test_offload_ranks_share_the_hosts_cores_for_the_cpu_optimizer(monkeypatch):
