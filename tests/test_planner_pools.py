@@ -54,11 +54,48 @@ def test_needed_covers_the_measured_pools(r):
     assert p.needed_bytes / GIB >= reserved + (memory.CONTEXT + memory.NCCL) / GIB - 0.05
 
 
-def test_first_step_layout_only_when_the_copies_outgrow_the_passes():
-    """Copies larger than the passes' space stack: model states + that space + the copies; else nothing is added."""
+def test_first_step_layout_stacks_the_copies_above_what_the_passes_left_in_the_holes():
+    """The passes fill set-up's freed ranges first; what they need beyond them and the first step's copies share
+    the space above the master copy, the larger of the two counting; nothing without a first step."""
     from zeroboard.planner.states import States
 
-    st = States(weights=10, optimizer=60, first_step=30)
-    assert memory.first_step_layout(st, {"backward": 70 + 20}) == 70 + 20 + 30
-    assert memory.first_step_layout(st, {"backward": 70 + 40}) == 0
+    st = States(weights=10, optimizer=60, first_step=30, holes=15)
+    assert memory.first_step_layout(st, {"backward": 70 + 20}) == 70 + 15 + 30  # copies outgrow the passes' rest
+    assert memory.first_step_layout(st, {"backward": 70 + 60}) == 70 + 60  # the passes' space holds the copies
+    assert memory.first_step_layout(replace(st, holes=0), {"backward": 70 + 20}) == 70 + 30
+    assert memory.first_step_layout(replace(st, holes=40), {"backward": 70 + 10}) == 70 + 10 + 30  # part filled
     assert memory.first_step_layout(States(weights=10), {"backward": 5}) == 0
+
+
+def test_zero2_holes_are_the_flattened_parameters_and_the_partition_clone():
+    shape = planner.shape_from_config(h.MODELS["qwen2.5-1.5b"][1])
+    base = h.job_of("qwen2.5-1.5b", 1024, 4, "full-2", Path("/tmp/zb-pools"), 4, False)
+    for n, ranks in ((1, 2 + 2), (4, 2 + 2 / 4)):
+        p = planner.estimate(replace(base, num_processes=n), [H200[0]] * n, model=shape, host_available=1 << 40)
+        st = states(shape, p.setup, p.trainable, p.params)
+        assert st.holes == pytest.approx(ranks * p.trainable, rel=1e-6)
+
+
+TRACES = json.loads((ROOT / "benchmarks" / "results" / "planner_traces.json").read_text())
+
+
+@pytest.mark.parametrize("r", TRACES["rows"], ids=lambda r: f"{r['model']}-{r['config']}")
+def test_needed_covers_the_traced_rows_within_fifteen_percent(r):
+    """The rows traced because 'needed' had fallen short (or far over): now at or above NVML's peak, at most 15%."""
+    _, p = plan_row(r)
+    assert r["nvml_peak_gib"] <= p.needed_bytes / GIB <= 1.15 * r["nvml_peak_gib"]
+
+
+def test_loss_drift_only_where_the_loss_builds_logits_and_offload_empties_the_pool():
+    shape = planner.shape_from_config(h.MODELS["llama3.2-1b"][1])
+    tokens = 4096 * 2
+    _, off = plan_row({"model": "llama3.2-1b", "seq": 4096, "micro_batch": 2, "config": "full-3+off",
+                       "speedups": {"liger": True}})
+    assert not off.setup.fused_loss  # ZeRO-3 leaves Liger's fused loss out
+    assert memory.loss_drift(shape, off.setup) == 2 * tokens * shape.vocab + 2 * shape.vocab * shape.hidden
+    untied = replace(shape, tied=False)
+    assert memory.loss_drift(untied, off.setup) == 2 * tokens * shape.vocab
+    for cfg in ("full-3", "full-2+off"):
+        _, p = plan_row({"model": "llama3.2-1b", "seq": 4096, "micro_batch": 2, "config": cfg,
+                         "speedups": {"liger": True}})
+        assert memory.loss_drift(shape, p.setup) == 0

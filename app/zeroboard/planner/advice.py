@@ -65,7 +65,7 @@ def note_keys(plan: Plan) -> list[str]:
     if s.fused_loss:
         keys.append("fused_loss")
     elif s.device == "cuda" and s.stage == "3" and s.offload_optimizer:
-        keys.append("loss_layout")  # the held-out runs short of "needed" (benchmarks/results/planner_heldout.json)
+        keys.append("loss_layout")  # what memory.loss_drift adds, and why
     if s.device == "cpu":
         keys.append("cpu")
     return keys

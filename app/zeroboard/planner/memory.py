@@ -29,8 +29,9 @@ from .shapes import ModelShape, PlanError, lora_params
 from .states import states
 
 GIB = 1024**3
-# The share of a device's free memory a plan may fill and still have room: held-out H200 runs used up to 6.5% more
-# than "needed" (benchmarks/results/planner_heldout.json). The verdict warns above it; recommendations prefer below.
+# The share of a device's free memory a plan may fill and still have room: "needed" is meant to be at or above
+# NVML's peak, but a layout the traced runs did not show can place a buffer higher (before the layout terms, held-out
+# H200 runs used up to 6.5% more than "needed"). The verdict warns above it; recommendations prefer below.
 HEADROOM = 0.92
 # Between torch's allocator peak and what NVML charges the process (H200, CUDA 13, torch 2.11; calibration set
 # of benchmarks/planner_heldout.py, expandable segments): the CUDA context and loaded kernels, 1.28 GiB in
@@ -40,8 +41,9 @@ NCCL = int(0.38 * GIB)
 # Memory the allocator holds but has not handed out at the peak (freed blocks the next request cannot use), as
 # a share of what changes during a step (activations, loss buffers, gradients). Calibration set, expandable
 # segments: 0.3% to 4.5% without DeepSpeed or checkpointing; up to 10% with checkpointing (small, varied
-# blocks) and 4% to 14.5% under ZeRO-3. DeepSpeed's own streams (States.side) and ZeRO-2's first-step layout
-# (first_step_layout) are counted apart, from the pools traced in benchmarks/results/planner_pools.json.
+# blocks) and 4% to 14.5% under ZeRO-3. DeepSpeed's own streams (States.side), ZeRO-2's layout from its first step
+# (first_step_layout, used when larger) and the loss's buffers moving under offload (loss_drift) are derived from
+# the allocator histories traced in benchmarks/results/planner_pools.json and planner_traces.json.
 SLACK = 0.05
 SLACK_VARIED = 0.15  # ZeRO-3 or gradient checkpointing
 # RSS of a CPU rank besides the model: Python, torch, transformers, peft, and the datasets library tokenizing the
@@ -270,24 +272,40 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
         host = (CPU_RUNTIME_DS if s.deepspeed else CPU_RUNTIME) + ckpt + peak
     moving = peak - st.resident
     share = SLACK_VARIED if (s.stage == "3" or s.checkpointing) else SLACK
-    slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + int(share * moving)
-    slack += max(0, first_step_layout(st, totals) - peak)
+    layout = max(int(share * moving), first_step_layout(st, totals) - peak)
+    slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + layout + loss_drift(shape, s)
     return Plan(s, shape, psi, trainable, parts[phase], peak, "backward" if phase == "flush" else phase, host, None,
                 formula_of(s), a, moments=totals, slack_bytes=slack)
 
 
 def first_step_layout(st, totals: dict[str, int]) -> int:
-    """What ZeRO-2's first step leaves the main stream's pool holding, when its gradient copies outgrow the space the
-    forward and backward passes used (traced on the H200, benchmarks/planner_heldout.py --set pools).
+    """What ZeRO-2's pool holds from its first step on (traced on the H200: benchmarks/results/planner_pools.json
+    and planner_traces.json).
 
-    The backward pass's cuBLAS workspace is allocated above that space and stays, so copies larger than it go above
-    it; AdamW creates its states at the first step while the fp32 copy is alive, so they go above the copies. Later
-    steps reuse the same addresses: the pool keeps the model states, the passes' space and the copies side by side.
+    Set-up leaves freed ranges below the fp32 master copy (``States.holes``); the first passes fill them and go on
+    above the master copy. At the first step the gradient copies go above the master copy too (a hole is never
+    quite large enough for them), and AdamW's states, created then, go above the copies and the passes' space.
+    Later steps reuse the same addresses: the pool keeps the model states, the filled holes, and the larger of
+    the passes' space and the copies.
     """
     if not st.first_step:
         return 0
     passes = totals["backward"] - st.resident
-    return st.resident + passes + st.first_step if st.first_step > passes else 0
+    filled = min(st.holes, passes)
+    return st.resident + filled + max(passes - filled, st.first_step)
+
+
+def loss_drift(shape: ModelShape, s: Setup) -> int:
+    """Room for the loss's logits-sized buffers moving between steps: ZeRO-3 with offload (its loss is HF's).
+
+    With offload the pool is nearly empty between steps but for the gathered tied embedding, which splits the free
+    space; a logits-sized buffer that misses its last hole by a few MiB is mapped anew above it (traced on the
+    H200: benchmarks/results/planner_traces.json): one more 16-bit logits tensor, and the split.
+    """
+    if s.device != "cuda" or s.stage != "3" or not s.offload_optimizer or s.fused_loss:
+        return 0
+    split = (2 if s.half else 4) * shape.vocab * shape.hidden if shape.tied else 0
+    return act_mode(s).e * s.tokens * shape.vocab + split
 
 
 def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:

@@ -52,6 +52,7 @@ class States:
     host: int = 0  # offloaded states on the host, pinned where DeepSpeed pins them
     side: int = 0  # memory DeepSpeed takes on its own CUDA streams: pools the main stream cannot reuse
     first_step: int = 0  # ZeRO-2's gradient copies at the first step, below AdamW's states created then
+    holes: int = 0  # ranges set-up frees before the first pass (ZeRO-2), which the passes' blocks may fill
 
     @property
     def resident(self) -> int:
@@ -113,6 +114,9 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
         out.grads_end = gpart
         out.step_extra = gpart + 4 * trainable // (n if stage >= 2 else 1)  # flat 16-bit copy, then its fp32 copy
         out.first_step = out.step_extra  # ... made before AdamW's states exist (see memory.first_step_layout)
+        # set-up frees the 16-bit parameters once flattened into one buffer, and the partition's 16-bit clone once
+        # converted to the fp32 master copy (stage_1_and_2.py __init__)
+        out.holes = half * trainable + half * trainable // n
     return out
 
 

@@ -191,11 +191,10 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "plan.note.loss_layout": (
         "ZeRO-3 computes the loss on full logits; with offload the allocator may place those logits-sized "
-        "buffers at new addresses from one step to the next, which this estimate does not model: such runs on an "
-        "H200 held 3.6-8.1 GiB above their peak and used up to 6.5% more than \"needed free\"; keep about 8% of the GPU "
-        "free",
-        "ZeRO-3 在完整的 logits 上计算 loss;开启 offload 时,分配器可能每一步把这些与 logits 同样大小的缓冲放到新地址,"
-        "这一点估算没有建模:在 H200 上这类运行比峰值多占 3.6–8.1 GiB,最多比「需要的空闲显存」高 6.5%;请留出约 8% 的显存",
+        "buffers at new addresses from one step to the next: \"needed\" keeps room for one more 16-bit logits "
+        "tensor and for the gathered tied embedding that splits the free space (traced on an H200)",
+        "ZeRO-3 在完整的 logits 上计算 loss;开启 offload 时,分配器可能每一步把这些与 logits 同样大小的缓冲放到新地址:"
+        "「需要的空闲显存」为此多留一份 16 位 logits 的空间,以及收集后常驻、把空闲区切开的共享词嵌入(在 H200 上追踪得出)",
     ),
     "plan.note.cpu": (
         "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
