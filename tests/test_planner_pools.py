@@ -99,3 +99,19 @@ def test_loss_drift_only_where_the_loss_builds_logits_and_offload_empties_the_po
         _, p = plan_row({"model": "llama3.2-1b", "seq": 4096, "micro_batch": 2, "config": cfg,
                          "speedups": {"liger": True}})
         assert memory.loss_drift(shape, p.setup) == 0
+
+
+def test_a_fused_qkv_projection_with_rope_keeps_its_q_and_k_parts():
+    """Phi-3's qkv_proj: v is a view of the projection's output, which stays whole; RoPE's q and k come on top."""
+    from zeroboard.planner import activations
+
+    phi3 = planner.shape_from_config(h.MODELS["phi3-mini"][1])
+    split = replace(phi3, linears=tuple(lin for lin in planner.shape_from_config(h.MODELS["llama3.2-1b"][1]).linears))
+    assert phi3.fused_qkv and not split.fused_qkv
+    m = activations.ActMode("pure16", True, masked=True, seq=1024)
+    q = phi3.heads * phi3.head_dim
+    kv = phi3.kv_heads * phi3.head_dim
+    assert activations.attention_bytes(phi3, m) - activations.attention_bytes(split, m) == 2 * (q + kv)
+    gpt2 = planner.shape_from_config(dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4, vocab_size=100))
+    assert gpt2.fused_qkv and not gpt2.rotary  # no RoPE: q, k and v are all views of c_attn's output, nothing more
+    assert activations.attention_bytes(gpt2, m) == activations.attention_bytes(replace(gpt2, linears=()), m)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zeroboard import planner
@@ -47,6 +49,55 @@ def test_one_layer_saves_what_the_planner_derives(cfg):
     shape = planner.shape_from_config({**cfg, "num_hidden_layers": 2})
     per_layer = activations.layer_act_bytes(shape, activations.ActMode("fp32", False), ["all"], 8)
     assert counts[1] - counts[0] == per_layer * ids.numel()
+
+
+GEMMA2 = dict(model_type="gemma2", hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=16, vocab_size=96, query_pre_attn_scalar=16, sliding_window=4096, hidden_activation="gelu_pytorch_tanh")
+
+
+@pytest.mark.parametrize("seq", [32, 64])
+@pytest.mark.parametrize("softcap", [50.0, None])
+def test_eager_attention_and_post_norms_save_what_the_planner_derives(seq, softcap):
+    """Gemma 2 (no SDPA path: eager by default): T scores per query head, tanh's output when soft-capped, the
+    repeated k and v, and the two norms after attention and MLP. Each Gemma norm also keeps its (1 + w) in fp32,
+    4·H bytes a norm whatever the tokens (left out of the plan: 36 KB a layer at H = 2304)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, GEMMA2["vocab_size"], (2, seq))
+    cfg = {**GEMMA2, "attn_logit_softcapping": softcap}
+    counts = []
+    for layers in (2, 3):
+        kw = {k: v for k, v in cfg.items() if k != "model_type"}
+        hf = AutoConfig.for_model("gemma2", num_hidden_layers=layers, **kw)
+        assert hf._attn_implementation in (None, "eager")  # what "auto" gets
+        model = AutoModelForCausalLM.from_config(hf).train()
+        counts.append(saved_bytes(model, ids))
+    shape = planner.shape_from_config({**cfg, "num_hidden_layers": 2})
+    assert shape.eager_default and shape.post_norms == 2 and shape.attn_softcap == (softcap is not None)
+    per_layer = activations.layer_act_bytes(shape, activations.ActMode("fp32", False, seq=seq, eager=True), ["all"], 8)
+    norm_weights = 4 * 4 * GEMMA2["hidden_size"]
+    assert counts[1] - counts[0] == per_layer * ids.numel() + norm_weights
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_soft_capped_logits_keep_tanhs_output(dtype):
+    """Gemma 2's final soft-cap: HF's loss path keeps tanh's output, one logits-sized tensor in the model's dtype."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    ids = torch.randint(0, GEMMA2["vocab_size"], (2, 32))
+    counts = []
+    for cap in (30.0, None):
+        torch.manual_seed(0)
+        kw = {k: v for k, v in GEMMA2.items() if k != "model_type"}
+        hf = AutoConfig.for_model("gemma2", num_hidden_layers=2, final_logit_softcapping=cap, **kw)
+        model = AutoModelForCausalLM.from_config(hf).to(getattr(torch, dtype)).train()
+        counts.append(saved_bytes(model, ids))
+    shape = planner.shape_from_config({**GEMMA2, "num_hidden_layers": 2})
+    m = activations.ActMode("fp32" if dtype == "float32" else "pure16", False)
+    with_cap = activations.loss_bytes(shape, m, ids.numel(), False, True)["kept"]
+    without = activations.loss_bytes(dataclasses.replace(shape, final_softcap=False), m, ids.numel(), False, True)["kept"]
+    assert counts[0] - counts[1] == with_cap - without == m.e * ids.numel() * GEMMA2["vocab_size"]
 
 
 def test_the_fused_loss_chunk_follows_liger():

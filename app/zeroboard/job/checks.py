@@ -39,6 +39,9 @@ OWNED_ARGS = {
 # model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
 LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
                      "granite", "olmo2", "glm4", "smollm3"}
+# model types whose transformers class has no SDPA path (``_supports_sdpa = False``: Gemma-2's attention soft-capping):
+# "auto" runs them with eager attention, which keeps each layer's seq x seq weights; "sdpa" fails at load
+EAGER_ONLY_MODEL_TYPES = {"gemma2"}
 # models with recurrent (state-space or linear-attention) layers: their state would run across packed samples
 RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "granitemoehybrid",
                          "qwen3_next", "lfm2", "falcon_h1", "nemotron_h", "rwkv", "recurrent_gemma", "minimax"}
@@ -328,6 +331,8 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
             r.errors["attn_implementation"] = say("check.fa_fp32")
         elif spec.packing and spec.per_device_train_batch_size > 1:
             r.errors["attn_implementation"] = say("check.fa_packing")
+    if spec.attn_implementation == "sdpa" and model_type in EAGER_ONLY_MODEL_TYPES:
+        r.errors["attn_implementation"] = say("check.sdpa_unsupported", model_type=model_type)
     if spec.packing and model_type in RECURRENT_MODEL_TYPES:
         r.errors["packing"] = say("check.packing_recurrent", model_type=model_type)
     if spec.pure_bf16:

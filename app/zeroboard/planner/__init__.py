@@ -38,7 +38,8 @@ def _setup(spec: JobSpec, gpus: list[devices.Gpu], shape: ModelShape, weights_16
     liger = liger_on(spec, s, shape.model_type)
     return replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
                    pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger=liger and shape.rms_norm and shape.gated,
-                   eager_attention=spec.attn_implementation == "eager",
+                   eager_attention=spec.attn_implementation == "eager" or (
+                       spec.attn_implementation == "auto" and shape.eager_default),
                    fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
 
 

@@ -33,6 +33,7 @@ class ActMode:
     liger: bool = False  # Liger's RMSNorm (saves its input + 1/rms) and SwiGLU/GEGLU (saves gate and up)
     masked: bool = False  # padded or packed micro-batches: SDPA gets a mask (repeat_kv, memory-efficient kernel)
     seq: int = 0  # T, for the mask's bias
+    eager: bool = False  # eager attention: scores and probabilities as seq x seq matrices
 
     @property
     def e(self) -> int:
@@ -76,19 +77,31 @@ def norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActMo
 
 
 def attention_bytes(shape: ModelShape, m: ActMode) -> int:
-    """SDPA's saved tensors per token and layer.
+    """The attention's saved tensors per token and layer.
 
-    No mask (every row of the micro-batch full): transformers passes k and v with their own Hkv heads
+    SDPA, no mask (every row of the micro-batch full): transformers passes k and v with their own Hkv heads
     (``enable_gqa``) to the flash or cuDNN kernel, which saves q, k, v, the output (shared with o_proj's input)
     and the fp32 log-sum-exp per query head. With a mask (padding or packing): k and v are repeated to Hq
     heads (``repeat_kv`` copies) for the memory-efficient kernel, which also saves the mask turned into a
     16-bit bias of T (padded to 16) entries per query.
+
+    Eager: the two matmuls save q, the repeated k and v, and the probabilities; the softmax (fp32) saves its
+    output, a 16-bit run also the probabilities cast back; soft-capped scores (Gemma 2) keep tanh's output: T
+    entries per query head each, besides the output o_proj reads.
+
+    A fused q/k/v projection with RoPE (Phi-3): RoPE makes q and k new tensors while v stays a view of the
+    projection's output, which therefore stays alive whole: its q and k parts come on top (traced in the trainer
+    on the H200, benchmarks/results/planner_traces.json).
     """
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     e = m.e
+    fused = e * (q + kv) if shape.fused_qkv and shape.rotary else 0
+    if m.eager:
+        per_score = 4 + (e if e != 4 else 0) + (e if shape.attn_softcap else 0)
+        return e * 4 * q + shape.heads * m.seq * per_score + fused
     if m.masked:
-        return e * 4 * q + 4 * shape.heads + 2 * (-(-m.seq // 16) * 16)
-    return e * (2 * q + 2 * kv) + 4 * shape.heads
+        return e * 4 * q + 4 * shape.heads + 2 * (-(-m.seq // 16) * 16) + fused
+    return e * (2 * q + 2 * kv) + 4 * shape.heads + fused
 
 
 def qk_norm_bytes(shape: ModelShape, m: ActMode) -> int:
@@ -101,7 +114,7 @@ def qk_norm_bytes(shape: ModelShape, m: ActMode) -> int:
 
 
 def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int) -> int:
-    """Bytes autograd keeps per token for one transformer layer (SDPA: no T² term)."""
+    """Bytes autograd keeps per token for one transformer layer (with eager attention, T entries per head)."""
     e = m.e
     inter = shape.intermediate
     q = shape.heads * shape.head_dim
@@ -110,6 +123,7 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
     total = norm_block(shape.hidden, by_role["in_attn"], targeted, m, shape.rms_norm)
     total += norm_block(shape.hidden, by_role["in_mlp"], targeted, m, shape.rms_norm)
     total += attention_bytes(shape, m) + qk_norm_bytes(shape, m)
+    total += shape.post_norms * norm_own(shape.hidden, m, shape.rms_norm)  # nothing reads their output but the sum
     if m.lora and any(lin.name in targeted for lin in by_role["out_attn"]):
         total += 4 * q if m.adapters32 else (2 * q if m.kind == "autocast" else 0)
     # gated: gate, act(gate), up (Liger's kernels recompute act(gate)); plain: fc1's output (kept by the activation)
@@ -153,11 +167,13 @@ def loss_bytes(shape: ModelShape, m: ActMode, tokens: int, fused: bool, head_tra
     the weight; per chunk a 16-bit c·V logits block (overwritten in place by its gradient) and, when the
     weight is fp32 under autocast, an uncached 16-bit cast of the weight (2·V·H). Not fused (HF's loss): the
     16-bit logits t·V, their fp32 copy, the fp32 log-softmax (10·t·V bytes inside the loss); at the start of
-    backward the log-softmax, the NLL's gradient and the log-softmax's gradient (12·t·V).
+    backward the log-softmax, the NLL's gradient and the log-softmax's gradient (12·t·V). Soft-capped logits
+    (Gemma 2) keep tanh's output, logits-sized, until backward.
     """
     t, v, h = tokens, shape.vocab, shape.hidden
     if not fused:  # the head saves its (16-bit) input for its weight's gradient
         kept = m.e * t * h if head_trains or m.saves_frozen_inputs else 0
+        kept += m.e * t * v if shape.final_softcap else 0
         return {"forward": kept + 10 * t * v, "kept": kept, "backward": kept + 12 * t * v}
     c = flce_chunk(t, shape)
     w16 = m.kind != "autocast"  # 16-bit (or fp32 without autocast) weights: no cast

@@ -76,7 +76,7 @@ class Setup:
     weights_16bit_without_ds: bool = False  # a script that loads the model in 16 bit (the reference table)
     pure_bf16: bool = False  # the job's pure_bf16: 16-bit weights, adapters and AdamW states, no master copy
     liger: bool = False  # Liger's RMSNorm / SwiGLU kernels: they save less for the backward pass
-    eager_attention: bool = False  # attn_implementation eager: each layer keeps its seq x seq attention weights
+    eager_attention: bool = False  # eager attention (chosen, or the model's default): seq x seq scores per layer
     fused_loss: bool = False  # Liger's fused linear cross-entropy: the logits are never materialized
     offload_requested: bool = False  # the DeepSpeed config offloads (on CPU processes that moves nothing)
     masked: bool = False  # padded (micro-batch > 1) or packed batches: attention carries a mask
@@ -131,7 +131,7 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
 
 def act_mode(s: Setup) -> ActMode:
     lora = s.finetuning == "lora"
-    common = dict(liger=s.liger, masked=s.masked, seq=s.seq)
+    common = dict(liger=s.liger, masked=s.masked, seq=s.seq, eager=s.eager_attention)
     if not s.half:
         return ActMode("fp32", lora, **common)
     if not s.deepspeed:
@@ -151,14 +151,13 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     m = act_mode(s)
     t = s.tokens
     per_layer = act.layer_act_bytes(shape, m, list(s.lora_target), s.lora_rank)
-    eager = shape.heads * s.seq * (4 if m.kind == "fp32" else 6) if s.eager_attention else 0  # softmax, fp32 + 16 bit
     recompute = 0
     if s.checkpointing:  # each layer keeps its input; backward recomputes one layer at a time
         layers = t * shape.layers * m.e_res * shape.hidden
         # that layer's saved tensors, and its backward's: the gradient of its input and of the MLP's inner width
-        recompute = t * (per_layer + eager + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
+        recompute = t * (per_layer + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
     else:
-        layers = t * shape.layers * (per_layer + eager)
+        layers = t * shape.layers * per_layer
     copies = {"forward": 0, "backward": 0}
     if m.kind == "autocast" and not s.weights_16bit_without_ds:
         copies = act.autocast_copies(shape, s.finetuning == "lora", s.checkpointing)

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..job.checks import HUB_ID
+from ..job.checks import EAGER_ONLY_MODEL_TYPES, HUB_ID
 from ..words import say
 
 
@@ -21,6 +21,7 @@ GATED = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
 PLAIN = {"gpt2", "gpt_neox", "gpt_bigcode", "phi", "opt", "gptj", "starcoder2", "falcon"}
 FAMILIES = sorted(GATED | PLAIN)
 QK_NORM = {"qwen3", "gemma3_text", "olmo2"}
+POST_NORMS = {"gemma2", "gemma3_text"}  # a norm after attention and after the MLP too, on the branch's output
 LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt"}
 
 
@@ -52,6 +53,10 @@ class ModelShape:
     checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
     qk_norm: bool = False  # q and k normalized per head before RoPE (qwen3, gemma3, olmo2)
     rotary: bool = True  # RoPE: cos and sin per token (not gpt2, gpt_bigcode, opt: learned positions)
+    post_norms: int = 0  # norms per layer on the attention's and the MLP's outputs (Gemma 2 and 3)
+    eager_default: bool = False  # transformers runs it with eager attention unless told otherwise
+    attn_softcap: bool = False  # attention scores soft-capped (tanh) before the softmax (Gemma 2's default)
+    final_softcap: bool = False  # logits soft-capped (tanh) before the loss (Gemma 2's default)
     source: str = ""  # where config.json came from when not a local folder: the Hugging Face cache, or a download
     source_msg: object = field(default=None, compare=False, hash=False)  # the same, as a catalog message
 
@@ -80,6 +85,12 @@ class ModelShape:
     def linear_weight_params(self) -> int:
         """Weights of every matmul (what autocast copies to 16 bit): the layers' linears and the output head."""
         return self.layers * sum(lin.fan_in * lin.fan_out for lin in self.linears) + self.vocab * self.hidden
+
+    @property
+    def fused_qkv(self) -> bool:
+        """q, k and v come from one projection (Phi-3, GPT-NeoX, Falcon, GPT-2) as views of its output."""
+        q, k = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return any(lin.role == "in_attn" and lin.fan_out == q + 2 * k for lin in self.linears)
 
     @property
     def largest_param(self) -> int:
@@ -164,7 +175,10 @@ def shape_from_config(cfg: dict) -> ModelShape:
         gated, rms = False, False
     tied = bool(cfg.get("tie_word_embeddings", tied_default))
     shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra,
-                       qk_norm=mt in QK_NORM, rotary=mt not in LEARNED_POSITIONS)
+                       qk_norm=mt in QK_NORM, rotary=mt not in LEARNED_POSITIONS,
+                       post_norms=2 if mt in POST_NORMS else 0, eager_default=mt in EAGER_ONLY_MODEL_TYPES,
+                       attn_softcap=bool(cfg.get("attn_logit_softcapping", mt == "gemma2")),
+                       final_softcap=bool(cfg.get("final_logit_softcapping", mt == "gemma2")))
     return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
 
 

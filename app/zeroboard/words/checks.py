@@ -201,6 +201,12 @@ WORDS: dict[str, tuple[str, str]] = {
         "flash_attention_2 runs in bf16 or fp16 only; set Compute type to auto or bf16",
         "flash_attention_2 只支持 bf16 或 fp16;请把计算类型设为 auto 或 bf16",
     ),
+    "check.sdpa_unsupported": (
+        "{model_type} models have no SDPA attention in transformers (their attention soft-caps its scores); set "
+        "Attention to auto (eager for this model) or flash_attention_2",
+        "{model_type} 模型在 transformers 中没有 SDPA 注意力(它的注意力分数带软截断);请把注意力实现设为 auto"
+        "(此模型即 eager)或 flash_attention_2",
+    ),
     "check.fa_packing": (
         "flash_attention_2 finds packed samples' boundaries only in a batch of one row; set Batch size to 1 "
         "(and raise cutoff_len) or choose auto",
