@@ -216,3 +216,36 @@ def test_model_types_the_speedups_do_not_fit(job, tmp_path, monkeypatch):
     assert "recurrent layers" in errs["packing"]
     job.extra_args = {"liger_kernel_config": {"fused_linear_cross_entropy": True}}
     assert "set by the job field liger_kernel" in errors(job, [H100])["extra_args"]
+
+
+@pytest.mark.parametrize("model_type", sorted(checks.EAGER_ONLY_MODEL_TYPES))
+def test_sdpa_for_a_model_without_it_is_refused_before_launch(job, model_type):
+    from pathlib import Path
+
+    (Path(job.model_name_or_path) / "config.json").write_text(json.dumps({"model_type": model_type}))
+    job.attn_implementation = "sdpa"
+    assert f"{model_type} models have no SDPA attention" in errors(job, [H100])["attn_implementation"]
+    for fine in ("auto", "eager"):
+        job.attn_implementation = fine
+        assert "attn_implementation" not in errors(job, [H100])
+
+
+def test_the_eager_only_model_types_are_those_transformers_gives_no_sdpa():
+    """The set follows transformers' own rule (``_supports_sdpa``) for every model type the planner knows."""
+    import importlib
+
+    pytest.importorskip("transformers")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal
+
+    from zeroboard.planner.shapes import FAMILIES
+
+    no_sdpa = set()
+    for mt in FAMILIES:
+        name = causal.get(mt)
+        try:
+            module = importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
+        except ImportError:  # a config-only alias (gemma3_text lives in gemma3, with SDPA)
+            continue
+        if name and getattr(module, name, None) is not None and not getattr(module, name)._supports_sdpa:
+            no_sdpa.add(mt)
+    assert no_sdpa == checks.EAGER_ONLY_MODEL_TYPES
