@@ -33,6 +33,24 @@ CASES = [
 ]
 
 
+def saved_bytes(model, forward) -> int:
+    """Bytes of the storages autograd saves while ``forward()`` runs, each storage once, parameters left out."""
+    import torch
+
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            seen[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(seen.values())
+
+
 def saved_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, int], device: str, liger: bool,
                     padded: bool = False) -> float:
     import torch
@@ -61,24 +79,17 @@ def saved_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, in
                 for p in model.parameters():
                     p.data = p.data.to(torch.bfloat16)
         model.train()
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        seen: dict[int, int] = {}
-
-        def pack(t):
-            s = t.untyped_storage()
-            if s.data_ptr() not in params:
-                seen[s.data_ptr()] = s.nbytes()
-            return t
-
         ids = torch.randint(2, hf.vocab_size, tokens, device=device)
         mask = torch.ones_like(ids)
         if padded:  # the last row a few tokens short, as a padded micro-batch has it (SDPA then gets a mask)
             mask[-1, -7:] = 0
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                torch.autocast(device, dtype=torch.bfloat16, enabled=mode == "autocast"):
-            model(input_ids=ids, attention_mask=mask, labels=ids)
-        counts.append(sum(seen.values()))
-        del model, seen
+
+        def forward(model=model, ids=ids, mask=mask):
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=mode == "autocast"):
+                model(input_ids=ids, attention_mask=mask, labels=ids)
+
+        counts.append(saved_bytes(model, forward))
+        del model
         if device == "cuda":
             torch.cuda.empty_cache()
     return (counts[1] - counts[0]) / (tokens[0] * tokens[1])
@@ -91,7 +102,6 @@ def planned_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, 
     from dataclasses import replace
 
     import planner_heldout as h
-
     from zeroboard import planner
     from zeroboard.planner import activations
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,21 +13,12 @@ from zeroboard import planner
 from zeroboard.planner import activations
 
 torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import planner_layer_probe as probe  # noqa: E402 - the GPU probe counts the same way
 
 
 def saved_bytes(model, ids) -> int:
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        s = t.untyped_storage()
-        if s.data_ptr() not in params:
-            seen[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
-    return sum(seen.values())
+    return probe.saved_bytes(model, lambda: model(input_ids=ids, labels=ids))
 
 
 @pytest.mark.parametrize("cfg", [
