@@ -607,7 +607,7 @@ def print_table(rows: list[dict], sealed: str = "") -> None:
           f"{'trainer':>8}{'n.err':>8}{'step s':>7}")
     for r in rows:
         print(summary(r, sealed))
-    for name in sorted({"calibration", "heldout", "heldout2", "heldout3"} - {sealed}):
+    for name in sorted({r.get("set", "") for r in rows} - {sealed}):
         ok = [r for r in rows if r.get("set") == name and not r.get("invalid")]
         errs = [r["error"] for r in ok if isinstance(r.get("error"), float)]
         nerr = [r["needed_error"] for r in ok if isinstance(r.get("needed_error"), float)]

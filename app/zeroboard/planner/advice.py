@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .memory import Plan, Setup, plan_one
+from .memory import Plan, Setup, loss_drift, plan_one
 from .shapes import ModelShape
 
 SETTINGS = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]  # fastest first (H200 table)
@@ -64,7 +64,7 @@ def note_keys(plan: Plan) -> list[str]:
         keys.append("autocast")
     if s.fused_loss:
         keys.append("fused_loss")
-    elif s.device == "cuda" and s.stage == "3" and s.offload_optimizer:
+    elif loss_drift(plan.model, s):
         keys.append("loss_layout")  # what memory.loss_drift adds, and why
     if s.device == "cpu":
         keys.append("cpu")

@@ -303,8 +303,8 @@ def loss_drift(shape: ModelShape, s: Setup) -> int:
     """
     if s.device != "cuda" or s.stage != "3" or not s.offload_optimizer or s.fused_loss:
         return 0
-    split = (2 if s.half else 4) * shape.vocab * shape.hidden if shape.tied else 0
-    return act_mode(s).e * s.tokens * shape.vocab + split
+    e = act_mode(s).e  # the model's 16-bit (or fp32) dtype: logits and the gathered embedding alike
+    return e * s.tokens * shape.vocab + (e * shape.vocab * shape.hidden if shape.tied else 0)
 
 
 def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:
