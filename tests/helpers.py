@@ -7,6 +7,7 @@ be waited on directly (a process, a page element) the tests do that instead.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from zeroboard.job import folders, record
+from zeroboard.job.registry import Registry
 from zeroboard.runs.manager import JobManager
 from zeroboard.runs.state import JobState, write_state
 
@@ -103,3 +106,17 @@ def register(manager: JobManager, st: JobState) -> JobState:
         manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
                               "devices": st.devices})
     return st
+
+
+def owned_run(folder: Path, index: Path | None = None, files: list[str] | None = None) -> Path:
+    """A run folder as ZeroBoard leaves it: claimed (its marker), registered in the index (the env's by default),
+    with a state.json that lists ``files`` (None: no listing, as after a run that never ended)."""
+    registry = Registry(index)
+    with registry.locked():
+        run_id, _ = folders.claim(folder, registry)
+        registry.add({"run_dir": str(folder.resolve()), "run_id": run_id})
+    state = {"run_dir": str(folder.resolve()), "status": "finished"}
+    if files is not None:
+        state["files"] = files
+    (folder / record.STATE_FILE).write_text(json.dumps(state))
+    return folder

@@ -16,8 +16,8 @@ from zeroboard import words
 
 PKG = Path(__file__).resolve().parents[1] / "app" / "zeroboard"
 # each subpackage (or top-level module) and its layer: a module may import its own layer's package and lower layers
-LAYERS = {"words": 0, "files": 0, "workspace": 0, "data": 1, "job": 2, "planner": 3, "training": 3, "runs": 4, "outputs": 5, "webui": 6,
-          "cli": 7}
+LAYERS = {"words": 0, "files": 0, "workspace": 0, "safeload": 0, "data": 1, "job": 2, "planner": 3, "training": 3, "runs": 4,
+          "outputs": 5, "webui": 6, "cli": 7}
 MAX_LINES = 450
 
 

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from helpers import owned_run
 from zeroboard.job import checks, folders, modelinfo, record
 from zeroboard.job.devices import Gpu
 from zeroboard.job.spec import JobSpec
@@ -53,10 +54,59 @@ def test_model_dir_without_config(job, tmp_path):
     assert "config.json" in errors(job)["model_name_or_path"]
 
 
-def test_hub_id_is_a_note_not_an_error(job):
-    job.model_name_or_path = "Qwen/Qwen2.5-0.5B"
+def hf_cache(root, repo="Org/Tiny", config=None):
+    """A Hugging Face hub cache holding one model's config.json, laid out as huggingface_hub lays it out."""
+    repo_dir = root / ("models--" + repo.replace("/", "--"))
+    snap = repo_dir / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(config or {"model_type": "llama", "hidden_size": 64}))
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text("a" * 40)
+    return root
+
+
+def test_a_cached_hub_id_is_a_note_naming_the_cache(job, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_cache(tmp_path / "hub")))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the cache alone answers
+    job.model_name_or_path = "Org/Tiny"
     r = checks.validate(job, [])
-    assert "model_name_or_path" not in r.errors and "hub id" in r.warnings["model_name_or_path"]
+    assert "model_name_or_path" not in r.errors and "local Hugging Face cache" in r.warnings["model_name_or_path"]
+
+
+def test_an_uncached_hub_id_offline_is_refused_saying_so(job, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    job.model_name_or_path = "Org/NotHere"
+    assert "HF_HUB_OFFLINE" in errors(job)["model_name_or_path"]
+
+
+def test_an_unreachable_hub_id_is_refused_after_one_try(job, tmp_path, monkeypatch):
+    import http.server
+    import threading
+
+    asked = []
+
+    class Missing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the library's name
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Missing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        job.model_name_or_path = "Org/Mistyped"
+        msg = errors(job)["model_name_or_path"]
+        assert "no such model" in msg and f"127.0.0.1:{server.server_port}" in msg
+        assert asked == ["/Org/Mistyped/resolve/main/config.json"]  # one request, no retries
+    finally:
+        server.shutdown()
 
 
 @pytest.mark.parametrize(
@@ -119,11 +169,12 @@ def test_bf16_on_an_old_gpu(job):
 
 
 def test_finished_run_is_not_overwritten(job, tmp_path):
-    out = tmp_path / "out"
+    out = owned_run(tmp_path / "out", files=["checkpoint-10", "adapter_model.safetensors"])
     (out / "checkpoint-10").mkdir(parents=True)
     (out / "checkpoint-10" / folders.CHECKPOINT_MARK).write_text("{}")
-    (out / record.COMMAND_FILE).write_text("{}")  # a run's record: this is a ZeroBoard run folder
+    (out / record.COMMAND_FILE).write_text("{}")
     (out / record.RESULT_FILE).write_text("{}")
+    (out / "adapter_model.safetensors").write_text("{}")
     msg = errors(job)["output_dir"]
     assert "resume" in msg and "out-2" in msg
     job.resume = True

@@ -105,12 +105,36 @@ def test_bad_data_names_the_file_the_record_and_the_fix(data, tmp_path):
 def test_unknown_keys_are_named_in_a_warning(tmp_path):
     d = lf.write(tmp_path / "d", parquet=False)
     entries = json.loads((d / "dataset_info.json").read_text())
-    entries["lf_csv"] |= {"ranking": False, "lables": "x", "columns": {"images": "pics"}}
+    entries["lf_csv"] |= {"ranking": False, "lables": "x", "om_hub_url": "y"}
     (d / "dataset_info.json").write_text(json.dumps(entries))
-    assert info.resolve("lf_csv", d).unknown == ["ranking", "lables", "columns.images"]
+    assert info.resolve("lf_csv", d).unknown == ["ranking", "lables", "om_hub_url"]
     job = spec.JobSpec(dataset_dir=str(d), dataset=["lf_csv"], output_dir=str(tmp_path / "out"))
     r = checks.validate(job, [])
-    assert "dataset" not in r.errors and "lables" in r.warnings["dataset"] and "columns.images" in r.warnings["dataset"]
+    assert "dataset" not in r.errors and "lables" in r.warnings["dataset"] and "om_hub_url" in r.warnings["dataset"]
+
+
+@pytest.mark.parametrize("extra", [{"columns": {"images": "pics"}}, {"columns": {"videos": "v"}},
+                                   {"columns": {"audios": "a"}}, {"ranking": True},
+                                   {"columns": {"chosen": "c", "rejected": "r"}}])
+def test_data_for_other_training_is_refused_naming_the_keys(tmp_path, extra):
+    """LLaMA-Factory refuses media and preference columns in a text SFT run; so does ZeroBoard, before launch."""
+    d = lf.write(tmp_path / "d", parquet=False)
+    entries = json.loads((d / "dataset_info.json").read_text())
+    entries["lf_csv"] |= extra
+    (d / "dataset_info.json").write_text(json.dumps(entries))
+    job = spec.JobSpec(dataset_dir=str(d), dataset=["lf_csv"], output_dir=str(tmp_path / "out"))
+    msg = checks.validate(job, []).errors["dataset"]
+    named = [f"columns.{k}" for k in extra.get("columns", {})] or ["ranking"]
+    assert all(k in msg for k in named) and "lf_csv" in msg
+
+
+def test_a_bare_file_with_images_is_refused_at_its_record(tmp_path):
+    data = tmp_path / "mm.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "yo"}] * 3
+                               + [{"instruction": "<image>what is it?", "input": "", "output": "a cat", "images": ["c.png"]}]))
+    job = spec.JobSpec(dataset=[str(data)], output_dir=str(tmp_path / "out"))
+    msg = checks.validate(job, []).errors["dataset"]
+    assert "record 3" in msg and "images" in msg
 
 
 def test_hub_entries_are_left_to_the_datasets_library_with_a_note(tmp_path):

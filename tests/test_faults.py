@@ -22,9 +22,10 @@ import pytest
 from helpers import start_server, stop_server, wait_until
 from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
 from zeroboard.job import command, folders, record, spec
+from zeroboard.job.registry import Registry
 from zeroboard.outputs.inspect import inspect
 from zeroboard.runs import manager as runner, processes
-from zeroboard.runs.registry import Registry
+from zeroboard.runs.state import read_state
 from zeroboard.webui import handlers
 from zeroboard.webui.live import Live
 
@@ -128,6 +129,7 @@ def test_a_killed_supervisor_still_gets_the_runs_true_status_recorded(tmp_path, 
     st = ended(mgr, st.run_dir)  # the job runs on alone and finishes
     assert st.status == "finished", st.message
     assert Registry(index).entry(st.run_dir)["outcome"]["status"] == "finished"
+    assert read_state(st.run_dir).status == "finished"  # the run's own record says so too, not only the index
     assert_nothing_left(st)
 
 

@@ -18,8 +18,8 @@ import pytest
 from helpers import wait_until
 from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
 from zeroboard.job import record
+from zeroboard.job.registry import Registry
 from zeroboard.runs import manager as runner
-from zeroboard.runs.registry import Registry
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]

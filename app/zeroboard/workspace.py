@@ -27,6 +27,38 @@ def resolve(path: str | Path, base: Path) -> Path:
     return Path(os.path.realpath(p if p.is_absolute() else base / p))
 
 
+def too_long(value: str | Path, base: Path) -> tuple[str, int, int] | None:
+    """The first part of a path longer than the filesystem takes, as (part, its bytes, the limit); the whole
+    path as ("", its bytes, the limit) when it is too long. None when every part fits.
+
+    Checked before the path is used at all: on Linux even asking whether such a path exists raises
+    ENAMETOOLONG.  The limits are asked of the nearest existing folder's filesystem."""
+    text = os.path.expanduser(str(value))
+    full = text if os.path.isabs(text) else os.path.join(str(base), text)
+    name_max, path_max = _limits(full)
+    for part in Path(full).parts:
+        n = len(os.fsencode(part))
+        if n > name_max:
+            return part, n, name_max
+    n = len(os.fsencode(full))
+    return ("", n, path_max) if n >= path_max else None
+
+
+def _limits(path: str) -> tuple[int, int]:
+    here = path
+    while here and len(os.fsencode(here)) < 4096:
+        try:
+            if os.path.isdir(here):
+                return os.pathconf(here, "PC_NAME_MAX"), os.pathconf(here, "PC_PATH_MAX")
+        except (OSError, ValueError):
+            pass
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    return 255, 4096
+
+
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 

@@ -35,6 +35,7 @@ SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human"
                  "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
 OPENAI_TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}
+MEDIA_KEYS = ("images", "videos", "audios")
 BARE_COLUMNS = {"system": "system", "history": "history", "tools": "tools"}  # read from a bare file path too
 
 
@@ -146,6 +147,10 @@ def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> 
     """The record as a chat; DataError saying what is wrong with it (the caller adds the file and the record)."""
     if not isinstance(record, dict):
         raise DataError(say("data.record_not_object"))
+    if src.formatting == "auto":  # a bare file: media keys mean a multimodal dataset, which text-only SFT cannot train
+        media = [k for k in MEDIA_KEYS if record.get(k) not in (None, "", [])]
+        if media:
+            raise DataError(say("data.record_media", keys=", ".join(media)))
     fmt = formatting or (src.formatting if src.formatting != "auto" else detect_format(record))
     chat = alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
     if not any(m["role"] == "assistant" and m["content"].strip() for m in chat.messages):

@@ -20,11 +20,10 @@ so the checks can name them in a warning.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import workspace
+from .. import safeload, workspace
 from ..words import say
 from .formats import DataError
 
@@ -37,6 +36,9 @@ ENTRY_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "script_url", "formatting
               "folder", "num_samples")
 # LLaMA-Factory keys for other training stages or inputs: read, then named as not used here
 NOT_FOR_SFT = ("ranking", "cloud_file_name", "om_hub_url", "images", "videos", "audios", "chosen", "rejected", "kto_tag")
+# ...of which these make a dataset one that text-only supervised fine-tuning cannot train on as meant (LLaMA-Factory
+# refuses them too): media a text model would learn as the placeholder's letters, pairs meant for preference training
+REFUSED_FOR_SFT = ("images", "videos", "audios", "chosen", "rejected", "kto_tag")
 
 
 @dataclass
@@ -121,7 +123,9 @@ def read_info(dataset_dir: str | Path, name: str) -> tuple[dict, Path]:
     if not info_path.is_file():
         raise DataError(say("data.no_info", name=name, info=str(info_path)))
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = safeload.json_text(safeload.read_text(info_path, safeload.CONFIG), safeload.CONFIG)
+    except safeload.Refused as e:
+        raise DataError(say("data.info_unsafe", path=str(info_path), why=say(e.key, **e.values))) from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise DataError(say("data.info_not_json", path=str(info_path), why=str(e))) from None
     if not isinstance(info, dict):
@@ -131,6 +135,13 @@ def read_info(dataset_dir: str | Path, name: str) -> tuple[dict, Path]:
 
 def resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
     """The dataset a name of the job's ``dataset`` field stands for (DataError naming the file and the fix)."""
+    try:
+        return _resolve(name, dataset_dir)
+    except OSError as e:  # a name the filesystem cannot hold (too long), a folder it cannot list
+        raise DataError(say("data.cannot_read", path=str(Path(dataset_dir) / name)[:200], why=e.strerror or str(e))) from None
+
+
+def _resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
     src = _from_path(name, dataset_dir)
     if src is not None:
         return src
@@ -154,7 +165,12 @@ def _mapping(entry: dict, key: str, known: tuple[str, ...], info: Path, name: st
 
 def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSource:
     unknown = [k for k in entry if k not in ENTRY_KEYS]
+    if entry.get("ranking"):
+        raise DataError(say("data.not_sft", name=name, keys="ranking", info=str(info)))
     columns = _mapping(entry, "columns", COLUMNS + NOT_FOR_SFT, info, name, unknown)
+    refused = [k for k in columns if k in REFUSED_FOR_SFT]
+    if refused:
+        raise DataError(say("data.not_sft", name=name, keys=", ".join(f"columns.{k}" for k in refused), info=str(info)))
     unknown += [f"columns.{k}" for k in columns if k in NOT_FOR_SFT]
     columns = {k: v for k, v in columns.items() if k in COLUMNS}
     tags = _mapping(entry, "tags", TAGS, info, name, unknown)

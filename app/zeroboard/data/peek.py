@@ -7,24 +7,26 @@ short-lived subprocess (``records.head``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
 
 
 def records(path: Path, kind: str, n: int) -> list[dict]:
+    return list(itertools.islice(iter_records(path, kind, batch=max(1, min(n, 1024))), n))
+
+
+def iter_records(path: Path, kind: str, batch: int = 1024):
+    """Every record of a Parquet or Arrow file, batch by batch (memory: one batch)."""
     import pyarrow as pa
 
     if kind == "parquet":
         import pyarrow.parquet as pq
 
-        pf = pq.ParquetFile(str(path))
-        rows: list[dict] = []
-        for batch in pf.iter_batches(batch_size=max(1, n)):
-            rows += batch.to_pylist()
-            if len(rows) >= n:
-                break
-        return rows[:n]
+        for b in pq.ParquetFile(str(path)).iter_batches(batch_size=batch):
+            yield from b.to_pylist()
+        return
     with pa.memory_map(str(path)) as source:  # the datasets library writes the stream format; files too
         try:
             reader = pa.ipc.open_stream(source)
@@ -33,12 +35,8 @@ def records(path: Path, kind: str, n: int) -> list[dict]:
             source.seek(0)
             reader = pa.ipc.open_file(source)
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        rows = []
-        for batch in batches:
-            rows += batch.to_pylist()
-            if len(rows) >= n:
-                break
-    return rows[:n]
+        for b in batches:
+            yield from b.to_pylist()
 
 
 def main(argv: list[str]) -> int:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import convert, info as datainfo, records
+from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import devices, folders, modelinfo, samples
+from . import bounds, devices, folders, hub, modelinfo, samples
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
@@ -45,6 +45,10 @@ EAGER_ONLY_MODEL_TYPES = {"gemma2"}
 # models with recurrent (state-space or linear-attention) layers: their state would run across packed samples
 RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "granitemoehybrid",
                          "qwen3_next", "lfm2", "falcon_h1", "nemotron_h", "rwkv", "recurrent_gemma", "minimax"}
+
+
+class HubError(RuntimeError):
+    """A hub id's config.json is neither cached nor fetchable now (the message says which and why)."""
 
 
 @dataclass
@@ -89,15 +93,40 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
     if p.exists():
         r.errors["model_name_or_path"] = say("check.model_is_file", path=m)
     elif HUB_ID.match(m) and not m.startswith((".", "/", "~")):
-        r.warnings["model_name_or_path"] = say("check.model_hub", path=m)
+        try:  # the cache first, then one short network try: a run that would fail to download is refused now
+            _, source = hub.hub_config(m, HubError)
+        except HubError as e:
+            r.errors["model_name_or_path"] = say("check.model_hub_unusable", path=m, why=e.args[0])
+        else:
+            r.warnings["model_name_or_path"] = say("check.model_hub", path=m, source=source)
     else:
         r.errors["model_name_or_path"] = say("check.model_missing", path=m)
     return None
 
 
+def path_too_long(value: str) -> Msg | None:
+    """Why a path cannot exist on this filesystem (a name or the whole path too long), or None."""
+    long = workspace.too_long(value, workspace.current().root) if value else None
+    if long is None:
+        return None
+    part, n, limit = long
+    shown = part[:40] + "…" if part else value[:60] + "…"
+    return say("check.name_too_long" if part else "check.path_too_long", part=shown, n=n, limit=limit)
+
+
 def check_paths(spec: JobSpec, r: Report) -> bool:
-    """Every path the job reads lies inside the workspace, an allowed folder or (models, data) the hub cache."""
+    """Every path the job names fits the filesystem's limits, and every path it reads lies inside the workspace,
+    an allowed folder or (models, data) the hub cache. Checked first: nothing else looks at a path before."""
     ws = workspace.current()
+    named = [("model_name_or_path", spec.model_name_or_path), ("dataset_dir", spec.dataset_dir),
+             ("deepspeed", spec.deepspeed), ("output_dir", spec.output_dir)]
+    named += [("dataset", n) for n in spec.dataset] + [("eval_dataset", n) for n in spec.eval_dataset]
+    for name, value in named:
+        long = path_too_long(value)
+        if long is not None and name not in r.errors:
+            r.errors[name] = long
+    if r.errors:
+        return False
     reads = {"model_name_or_path": (spec.model_name_or_path, True), "dataset_dir": (spec.dataset_dir, True),
              "deepspeed": (spec.deepspeed, False)}
     for name, (value, cache_ok) in reads.items():
@@ -108,32 +137,53 @@ def check_paths(spec: JobSpec, r: Report) -> bool:
     return not r.errors
 
 
-def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
-    """Every dataset resolves and its first records read as chats: errors name the file, the record and the fix."""
+def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
+    """Every dataset resolves and every record reads as a chat (the whole file, streamed: the first bad record is
+    named). Returns how many training records there are (None when a hub dataset leaves it unknown)."""
     if not spec.dataset:
         r.errors["dataset"] = say("check.no_dataset")
-        return
+        return None
     if is_demo_data(spec.dataset_dir):
         from ..data.demo import write_demo_data
 
         write_demo_data(spec.dataset_dir)
     sample: list = []
+    total: int | None = 0
     for name_field, names in (("dataset", spec.dataset), ("eval_dataset", spec.eval_dataset)):
         for name in names:
             try:
                 src = datainfo.resolve(name, spec.dataset_dir)
-                if src.unknown:
-                    r.warnings.setdefault(name_field, say("data.unknown_keys", name=name, keys=", ".join(src.unknown)))
-                if src.load_from != "file":  # a hub dataset: the datasets library loads it at launch
-                    r.warnings.setdefault(name_field, say("data.hub_note", name=name, where=src.where))
-                    continue
-                chats = convert.chats(src, records.head(src, samples.SAMPLE))
             except DataError as e:
                 r.errors[name_field] = e.args[0]
-                return
+                return None
+            if src.unknown:
+                r.warnings.setdefault(name_field, say("data.unknown_keys", name=name, keys=", ".join(src.unknown)))
+            if src.load_from != "file":  # a hub dataset: the datasets library loads it at launch
+                r.warnings.setdefault(name_field, say("data.hub_note", name=name, where=src.where))
+                total = None if name_field == "dataset" else total
+                continue
+            scanned = scan.scan(src)
+            if scanned.error is not None:
+                r.errors[name_field] = scanned.error
+                return None
             if name_field == "dataset":
-                sample += chats
-    _check_cutoff(spec, model_dir, sample, r)
+                sample += scanned.first
+                if total is not None:
+                    total += min(scanned.records, src.num_samples or scanned.records)
+    _check_cutoff(spec, model_dir, sample[:samples.SAMPLE * 2], r)
+    if total is not None and spec.max_samples:
+        total = min(total, spec.max_samples * len(spec.dataset))
+    return total
+
+
+def _check_batch(spec: JobSpec, where: Placement, records: int | None, r: Report) -> None:
+    """One optimizer step takes micro-batch x accumulation x world size samples: more than the data holds is a
+    step that never fills (the Trainer steps at the epoch's end on what it had)."""
+    if records is None or "gradient_accumulation_steps" in r.errors:
+        return
+    per_step = spec.per_device_train_batch_size * spec.gradient_accumulation_steps * where.world_size
+    if per_step > records:
+        r.warnings.setdefault("gradient_accumulation_steps", say("check.batch_over_data", per_step=per_step, n=records))
 
 
 def _check_cutoff(spec: JobSpec, model_dir: Path | None, sample: list, r: Report) -> None:
@@ -148,41 +198,6 @@ def _check_cutoff(spec: JobSpec, model_dir: Path | None, sample: list, r: Report
     elif counted.answer_lost * 2 >= counted.seen:
         r.warnings["cutoff_len"] = say("check.cutoff_half_lost", cutoff=spec.cutoff_len, lost=counted.answer_lost,
                                        n=counted.seen)
-
-
-def _check_numbers(spec: JobSpec, r: Report) -> None:
-    e = r.errors
-    if not 0 < spec.learning_rate < 1:
-        e["learning_rate"] = say("check.lr_range", got=spec.learning_rate)
-    if spec.max_steps < 0:
-        e["max_steps"] = say("check.max_steps")
-    elif spec.max_steps == 0 and spec.num_train_epochs <= 0:
-        e["num_train_epochs"] = say("check.epochs_positive")
-    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "lora_rank", "lora_alpha"):
-        if getattr(spec, name) < 1:
-            e[name] = say("check.at_least_one", got=getattr(spec, name))
-    for name in ("save_steps", "max_samples", "warmup_steps", "max_grad_norm", "weight_decay"):
-        if getattr(spec, name) < 0:
-            e[name] = say("check.not_negative", got=getattr(spec, name))
-    if not 8 <= spec.cutoff_len <= 1_048_576:
-        e["cutoff_len"] = say("check.cutoff_range", got=spec.cutoff_len)
-    if spec.val_size < 0 or (spec.val_size >= 1 and not float(spec.val_size).is_integer()):
-        e["val_size"] = say("data.val_size_range", got=spec.val_size)
-    elif spec.val_size > 0 and spec.eval_dataset:
-        e["val_size"] = say("data.both_eval")
-    if spec.per_device_eval_batch_size < 1:
-        e["per_device_eval_batch_size"] = say("check.at_least_one", got=spec.per_device_eval_batch_size)
-    for name in ("eval_steps", "preprocessing_num_workers"):
-        if getattr(spec, name) < 0:
-            e[name] = say("check.not_negative", got=getattr(spec, name))
-    if not 0 <= spec.lora_dropout < 1:
-        e["lora_dropout"] = say("check.dropout_range", got=spec.lora_dropout)
-    if not 0 <= spec.seed < 2**32:  # numpy's and torch's generators take 32 bits
-        e["seed"] = say("check.seed_range", got=spec.seed, top=2**32 - 1)
-    if spec.max_steps > 10**9 or spec.num_train_epochs > 10**6:
-        e["max_steps" if spec.max_steps > 10**9 else "num_train_epochs"] = say("check.too_long")
-    if spec.logging_steps > 10**9 or spec.save_steps > 10**9:
-        e["logging_steps" if spec.logging_steps > 10**9 else "save_steps"] = say("check.too_long")
 
 
 def _check_lora(spec: JobSpec, model_dir: Path | None, r: Report) -> None:
@@ -216,6 +231,13 @@ def _check_output(spec: JobSpec, r: Report) -> None:
     if problem is not None:
         name, msg = problem
         r.errors[name] = msg
+    elif spec.resume:  # say which checkpoint the run continues from, and which it passes over
+        done, partial = folders.checkpoints(workspace.current().path(spec.output_dir))
+        later = [p.name for p in partial if int(folders.CHECKPOINT.match(p.name).group(1)) > int(
+            folders.CHECKPOINT.match(done[-1].name).group(1))]
+        skipped = say("check.resume_skips", names=", ".join(later)) if later else ""
+        r.warnings["resume"] = say("check.resume_from", name=done[-1].name,
+                                   step=folders.CHECKPOINT.match(done[-1].name).group(1), skipped=skipped)
 
 
 def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: Report) -> None:
@@ -346,14 +368,19 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
 
 
 def _check_extra(spec: JobSpec, r: Report) -> None:
+    """Extra TrainingArguments: known names, values of the kind each takes (an optimizer name it knows, ...)."""
     if not spec.extra_args:
         return
     known = modelinfo.training_argument_names()
-    for key in spec.extra_args:
+    for key, value in spec.extra_args.items():
         if key in OWNED_ARGS:
             r.errors["extra_args"] = say("check.extra_owned", key=key, field=OWNED_ARGS[key])
         elif known and key not in known:
             r.errors["extra_args"] = say("check.extra_unknown", key=key)
+        elif (wrong := modelinfo.argument_problem(key, value)) is not None:
+            r.errors["extra_args"] = say(wrong[0], **wrong[1])
+        if "extra_args" in r.errors:
+            return
 
 
 def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placement | None = None) -> Report:
@@ -364,13 +391,14 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = where or place(spec, gpus)
     model_dir = _check_model(spec, r)
-    _check_numbers(spec, r)
-    _check_data(spec, model_dir, r)
+    bounds.check(spec, r.errors)
+    records = _check_data(spec, model_dir, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
     _check_devices(spec, gpus, where, r)
     _check_nodes(spec, r)
     _check_deepspeed(spec, where, r)
+    _check_batch(spec, where, records, r)
     _check_speed(spec, where, model_dir, r)
     _check_extra(spec, r)
     return r

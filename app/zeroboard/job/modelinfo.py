@@ -16,11 +16,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import files, safeload
 from . import placement
 
-# What a child process prints: TrainingArguments' field names, one JSON list.
-_ARG_NAMES = ("import dataclasses, json; from transformers import TrainingArguments; "
-              "print(json.dumps(sorted(f.name for f in dataclasses.fields(TrainingArguments))))")
+HEADER_LIMIT = 100_000_000  # the safetensors format's own bound on its JSON header
+
+# What a child process prints: TrainingArguments' fields, each with the kind of value it takes (and an enum's values),
+# one JSON object.  Enum-typed arguments (optim, save_strategy, ...) are converted in TrainingArguments.__post_init__,
+# which raises for a name it does not know -- in every rank, after the launch.
+_ARG_FIELDS = """
+import dataclasses, enum, json, typing
+from transformers import TrainingArguments
+hints = typing.get_type_hints(TrainingArguments)
+out = {}
+for f in dataclasses.fields(TrainingArguments):
+    t = hints.get(f.name, f.type)
+    args = [a for a in (typing.get_args(t) or (t,)) if a is not type(None)]
+    enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
+    plain = {a for a in args if a in (bool, int, float)}
+    if enums:
+        kind = {"kind": "enum", "choices": sorted(str(m.value) for e in enums for m in e)}
+    elif plain and len(plain) == len(args):
+        kind = {"kind": "float" if float in plain else "int" if int in plain and bool not in plain else "bool"}
+        if plain == {bool}:
+            kind = {"kind": "bool"}
+    else:
+        kind = {"kind": "any"}
+    kind["optional"] = type(None) in (typing.get_args(t) or ())
+    out[f.name] = kind
+print(json.dumps(out))
+"""
 
 
 def installed(module: str) -> bool:
@@ -42,18 +67,23 @@ def safetensors_header(path: Path) -> dict:
     """A safetensors file's header: tensor name -> dtype, shape and offsets (plus ``__metadata__``)."""
     with Path(path).open("rb") as fh:
         (n,) = struct.unpack("<Q", fh.read(8))
+        if n > HEADER_LIMIT:
+            raise ValueError(n)  # not a safetensors file: read as having no names
         return json.loads(fh.read(n))
 
 
 def safetensors_names(model_dir: Path) -> list[str] | None:
-    """Tensor names from the safetensors header(s), or None when there are none."""
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        return list(json.loads(index.read_text())["weight_map"])
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
+    """Tensor names from the safetensors header(s), or None when there are none (or they cannot be read)."""
+    try:
+        index = model_dir / "model.safetensors.index.json"
+        if index.is_file():
+            return list(safeload.json_text(safeload.read_text(index, safeload.CONFIG))["weight_map"])
+        files = sorted(model_dir.glob("*.safetensors"))
+        if not files:
+            return None
+        return [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
+    except (OSError, ValueError, KeyError, TypeError, struct.error):  # a damaged file: the checks that need names skip
         return None
-    return [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
 
 
 def linear_module_names(model_dir: Path) -> set[str] | None:
@@ -71,8 +101,8 @@ def linear_module_names(model_dir: Path) -> set[str] | None:
 
 def model_config(model_dir: Path | None) -> dict | None:
     try:
-        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8")) if model_dir else None
-    except (OSError, ValueError):
+        cfg = safeload.json_text(safeload.read_text(model_dir / "config.json", safeload.CONFIG)) if model_dir else None
+    except (OSError, ValueError):  # safeload.Refused is a ValueError: a config past the limits is no config
         return None
     return cfg if isinstance(cfg, dict) else None
 
@@ -83,25 +113,49 @@ def model_type(model_dir: Path | None) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def training_argument_names() -> frozenset[str]:
-    """Field names of transformers.TrainingArguments: asked of transformers once per version, then read from a cache."""
+def training_arguments() -> dict[str, dict]:
+    """transformers.TrainingArguments' fields and the kind of value each takes: asked of transformers once per
+    version (in a child process: the web server never imports it), then read from a cache."""
     ver = version("transformers")
     if ver is None:
-        return frozenset()
-    cache = placement.cache_dir() / "library" / f"training_arguments-{ver}.json"
+        return {}
+    cache = placement.cache_dir() / "library" / f"training_arguments-v2-{ver}.json"
     try:
-        return frozenset(json.loads(cache.read_text(encoding="utf-8")))
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data:
+            return data
     except (OSError, ValueError):
         pass
     try:
-        done = subprocess.run([sys.executable, "-c", _ARG_NAMES], capture_output=True, text=True, timeout=300)
-        names = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else []
+        done = subprocess.run([sys.executable, "-c", _ARG_FIELDS], capture_output=True, text=True, timeout=300)
+        fields = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-        names = []
-    if names:
+        fields = {}
+    if fields:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps(names), encoding="utf-8")
+            files.write_text_atomic(cache, json.dumps(fields))
         except OSError:  # a read-only or full cache: ask again next time
             pass
-    return frozenset(names)
+    return fields
+
+
+def training_argument_names() -> frozenset[str]:
+    return frozenset(training_arguments())
+
+
+def argument_problem(name: str, value) -> tuple[str, dict] | None:
+    """Why ``value`` cannot be given to TrainingArguments' ``name``, as (catalog key, values); None when it can."""
+    kind = training_arguments().get(name)
+    if kind is None or (value is None and kind.get("optional")):
+        return None
+    k = kind["kind"]
+    if k == "enum" and str(value) not in kind["choices"]:
+        return "check.extra_choice", {"key": name, "got": str(value)[:80], "options": ", ".join(kind["choices"])}
+    if k == "bool" and not isinstance(value, bool):
+        return "check.extra_type", {"key": name, "got": repr(value)[:80], "want": "true / false"}
+    if k == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        return "check.extra_type", {"key": name, "got": repr(value)[:80], "want": "a whole number"}
+    if k == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return "check.extra_type", {"key": name, "got": repr(value)[:80], "want": "a number"}
+    return None

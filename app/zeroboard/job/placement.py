@@ -12,11 +12,11 @@ Light (stdlib only): the web server calls it on every form change.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import safeload
 from ..words import Msg, say
 from . import devices, presets
 from .spec import JobSpec
@@ -86,7 +86,9 @@ def read_config(path: str) -> tuple[dict | None, Msg | None]:
     """A DeepSpeed JSON file's content, or None and why it cannot be used."""
     p = Path(path)
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg = safeload.json_text(safeload.read_text(p, safeload.CONFIG), safeload.CONFIG)
+    except safeload.Refused as e:
+        return None, say("check.ds_unsafe", path=str(p), why=say(e.key, **e.values))
     except (OSError, UnicodeDecodeError):
         return None, say("check.ds_unreadable", path=str(p))
     except ValueError as e:

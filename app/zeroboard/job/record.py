@@ -32,10 +32,12 @@ from pathlib import Path
 EVENTS_FILE = "events.jsonl"
 JOB_FILE = "job.yaml"  # the job as the trainer resolved it
 SPEC_FILE = "job.requested.yaml"  # the job as it was asked for
+OWNER_FILE = "zeroboard_run.json"  # the ownership marker: written first, names the run id the runs index holds
 COMMAND_FILE = "command.json"  # the exact argv, environment and working folder
 LAUNCH_FILE = "launch.json"  # who asked for the run, and what its supervisor needs to know
 SUPERVISOR_LOG = "supervisor.log"  # the supervisor's own output
-STATE_FILE = "state.json"  # the supervisor's record of the run (only the supervisor writes it)
+STATE_FILE = "state.json"  # the run's state: its supervisor writes it, or -- once that is gone -- whoever settles it
+STATE_LOCK = "state.lock"  # held by the supervisor for its life: whoever else writes state.json must take it first
 LOG_FILE = "launcher.log"  # everything the launcher and its ranks printed
 TRAIN_LOG = "train.log"  # rank 0's own log
 PLAN_FILE = "plan.json"  # the memory plan made at launch
@@ -44,8 +46,8 @@ STOP_REQUEST = "stop.request"  # "save and stop": asked for by a manager, read b
 DS_CONFIG_FILE = "ds_config.json"
 DS_RESOLVED_FILE = "ds_config.resolved.json"
 # every file ZeroBoard itself writes into a run folder: a folder holding only these (and checkpoints) is a run's
-RECORD_FILES = (EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, LOG_FILE,
-                TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE)
+RECORD_FILES = (OWNER_FILE, EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, STATE_LOCK,
+                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE)
 
 
 class EventWriter:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import yaml
 
+from .. import safeload
 from ..words import Msg, help_text as _help, say
 
 FinetuningType = Literal["lora", "full"]
@@ -33,6 +34,12 @@ Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3
 OnOff = Literal["auto", "on", "off"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
+
+# The longest text a field takes: paths (PATH_MAX is 4096 bytes on Linux), names, the extra arguments' JSON.
+# A longer value is a mistake (a pasted file), refused by name before anything reads it.
+MAX_TEXT = 4096
+MAX_EXTRA_JSON = 64 << 10
+MAX_ITEMS = 1024  # entries of a list field (datasets, GPU ids, LoRA targets)
 
 DEMO_MODEL = "cache/demo/model"
 DEMO_DATA_DIR = "cache/demo/data"
@@ -146,18 +153,18 @@ def _is_list(t: Any) -> bool:
 def _number(name: str, value: Any, whole: bool) -> int | float:
     kind = "spec.whole" if whole else "spec.number"
     if isinstance(value, bool) or isinstance(value, (dict, list)):
-        raise ValueError(say(kind, got=repr(value)))
+        raise ValueError(say(kind, got=_shown(value)))
     if isinstance(value, str):
         try:
             value = float(value.strip()) if not whole or any(c in value for c in ".eE") else int(value.strip())
         except ValueError:
-            raise ValueError(say(kind, got=repr(value))) from None
+            raise ValueError(say(kind, got=_shown(value))) from None
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(say("spec.finite", got=repr(value)))
+        raise ValueError(say("spec.finite", got=_shown(value)))
     if whole:
         if isinstance(value, float):
             if not value.is_integer():
-                raise ValueError(say(kind, got=repr(value)))
+                raise ValueError(say(kind, got=_shown(value)))
             value = int(value)
         return int(value)
     return float(value)
@@ -171,53 +178,77 @@ def coerce(name: str, value: Any) -> Any:
     t = _HINTS[name]
     opts = choices(name)
     if opts is not None:
-        s = str(value).strip()
+        s = str(value).strip() if isinstance(value, (str, int, float)) else None
         if s not in opts:
-            raise ValueError(say("spec.choice", options=", ".join(opts), got=repr(value)))
+            raise ValueError(say("spec.choice", options=", ".join(opts), got=_shown(value)))
         return s
     if t is bool:
         if isinstance(value, bool):
             return value
-        s = str(value).strip().lower()
+        s = str(value).strip().lower() if isinstance(value, (str, int, float)) else None
         if s in ("1", "true", "yes", "on"):
             return True
         if s in ("0", "false", "no", "off", ""):
             return False
-        raise ValueError(say("spec.bool", got=repr(value)))
+        raise ValueError(say("spec.bool", got=_shown(value)))
     if t in (int, float):
         return _number(name, value, whole=t is int)
     if t is str:
         if value is None:
             return ""
         if isinstance(value, (dict, list)):
-            raise ValueError(say("spec.text", got=repr(value)))
-        return str(value).strip()
+            raise ValueError(say("spec.text", got=_shown(value)))
+        return _text(value)
     if _is_list(t):
         (item,) = typing.get_args(t)
         if value is None:
             return []
         if isinstance(value, str):
-            value = [v for v in (p.strip() for p in value.split(",")) if v]
+            value = [v for v in (p.strip() for p in _text(value, MAX_TEXT * 4).split(",")) if v]
         if not isinstance(value, (list, tuple)):
-            raise ValueError(say("spec.list", got=repr(value)))
+            raise ValueError(say("spec.list", got=_shown(value)))
+        if len(value) > MAX_ITEMS:
+            raise ValueError(say("spec.too_many", n=len(value), limit=MAX_ITEMS))
         if item is int:
             try:
                 return [_number(name, v, whole=True) for v in value]
             except ValueError:
-                raise ValueError(say("spec.int_list", got=repr(value))) from None
-        return [str(v).strip() for v in value if str(v).strip()]
+                raise ValueError(say("spec.int_list", got=_shown(value))) from None
+        if any(isinstance(v, (dict, list)) for v in value):
+            raise ValueError(say("spec.list_of_text", got=_shown(value)))
+        return [t for t in (_text(v) for v in value) if t]
     if typing.get_origin(t) is dict:
         if value is None or value == "":
             return {}
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = safeload.json_text(value, safeload.Limits(MAX_EXTRA_JSON, max_depth=8))
+            except safeload.Refused as e:
+                raise ValueError(say(e.key, **e.values)) from None
             except json.JSONDecodeError as e:
                 raise ValueError(say("spec.json_object", why=e.msg)) from None
         if not isinstance(value, dict):
-            raise ValueError(say("spec.mapping", got=repr(value)))
+            raise ValueError(say("spec.mapping", got=_shown(value)))
+        if safeload.depth(value) > 8 or len(json.dumps(value, default=str)) > MAX_EXTRA_JSON:
+            raise ValueError(say("safe.value_too_big", limit=f"{MAX_EXTRA_JSON >> 10} KiB"))
         return dict(value)
     raise TypeError(f"unhandled type {t} for {name}")  # pragma: no cover - a schema bug
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str:
+    """A scalar as text, refused when longer than ``limit`` characters (before it is stripped or shown)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        raise ValueError(say("spec.too_long", n=f"{len(text):,}", limit=f"{limit:,}"))
+    return text.strip()
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A wrong value as a message quotes it: its repr, cut (a pasted megabyte is not echoed back)."""
+    if isinstance(value, (dict, list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} entries"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def from_dict(data: dict[str, Any]) -> JobSpec:
@@ -226,6 +257,7 @@ def from_dict(data: dict[str, Any]) -> JobSpec:
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in FIELDS:
+            key = _shown(key) if not isinstance(key, str) or len(key) > 80 else key
             close = [n for n in FIELDS if str(key).replace("-", "_") == n or str(key) in n]
             problems[key] = say("spec.unknown_near", near=close[0]) if close else say("spec.unknown")
             continue
@@ -252,7 +284,9 @@ def load_yaml(path: str | Path) -> JobSpec:
     """Read a job file. Raises SpecError naming the file when it cannot be used."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = safeload.read_text(p, safeload.JOB)
+    except safeload.Refused as e:
+        raise SpecError({"file": say("spec.unsafe", path=str(p), why=say(e.key, **e.values))}) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError({"file": say("spec.cannot_read", path=str(p), why=getattr(e, "strerror", None) or str(e))}) from None
     return loads_yaml(text, source=str(p))
@@ -265,9 +299,11 @@ def loads_yaml(text: str, source: str = "job") -> JobSpec:
 def read_mapping(text: str, source: str = "job") -> dict:
     """The option: value mapping of a job file's text (SpecError naming ``source`` when it is none)."""
     try:
-        data = yaml.safe_load(text)
+        data = safeload.yaml_text(text, safeload.JOB)
+    except safeload.Refused as e:
+        raise SpecError({"file": say("spec.unsafe", path=source, why=say(e.key, **e.values))}) from None
     except yaml.YAMLError as e:
-        raise SpecError({"file": say("spec.not_yaml", path=source, why=str(e))}) from None
+        raise SpecError({"file": say("spec.not_yaml", path=source, why=str(e)[:400])}) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -74,12 +74,18 @@ def _model_sources(ckpt: Path, run: Path, base: str | None) -> list[Path]:
 
 def _find_zero(path: Path) -> tuple[Path, Path]:
     """(the folder holding global_stepN/ and latest, the run folder) for a run folder or a checkpoint-N folder."""
+    if folders.CHECKPOINT.match(path.name) and not (path / folders.CHECKPOINT_MARK).is_file():
+        whole = [c for c in folders.checkpoints(path.parent)[0] if zero_checkpoint_dir(c)]
+        last = say("out.last_whole", name=str(whole[-1])) if whole else say("out.no_whole")
+        raise OutputError(say("out.checkpoint_cut", path=str(path), last=last))  # its save never completed
     ckpt = zero_checkpoint_dir(path)
     if ckpt is not None:
         return ckpt, path.parent if path.name.startswith("checkpoint-") else path
-    done, _ = folders.checkpoints(path)
+    done, partial = folders.checkpoints(path)
     found = [c for c in done if zero_checkpoint_dir(c)]
     if not found:
+        if partial:
+            raise OutputError(say("out.only_cut", path=str(path), names=", ".join(p.name for p in partial)))
         raise OutputError(say("out.no_zero", path=str(path)))
     return found[-1], path
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import safeload
 from ..job.checks import EAGER_ONLY_MODEL_TYPES, HUB_ID
 from ..words import say
 
@@ -188,7 +188,7 @@ def read_model(model_path: str | Path) -> ModelShape:
     cfg_path = p / "config.json"
     name = str(model_path)
     if not p.exists() and HUB_ID.match(name) and not name.startswith((".", "/", "~")):
-        from .hub import hub_config
+        from ..job.hub import hub_config
 
         cfg, source = hub_config(name, PlanError)
         return replace(shape_from_config(cfg), source=str(source), source_msg=source)
@@ -196,8 +196,8 @@ def read_model(model_path: str | Path) -> ModelShape:
         hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))
     try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        cfg = safeload.json_text(safeload.read_text(cfg_path, safeload.CONFIG))
+    except (OSError, ValueError) as e:  # safeload.Refused (past the limits) is a ValueError too
         raise PlanError(say("plan.config_not_json", path=str(cfg_path), why=str(e))) from None
     shape = shape_from_config(cfg)
     files = list(p.glob("*.safetensors")) or list(p.glob("*.bin"))

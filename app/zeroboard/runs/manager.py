@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 from .. import files, words
-from ..job import command, record, spec as specmod
+from ..job import command, folders, modelinfo, record, spec as specmod
+from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
 from . import outcome, processes
-from .registry import Registry, RegistryError
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, settle
 
 SUPERVISOR_MODULE = "zeroboard.runs.supervisor"
 
@@ -104,6 +104,10 @@ class JobManager:
         return st
 
     def _record_outcome(self, st: JobState) -> None:
+        """A run ended without its supervisor's last word: its own state.json says so from now on (written under
+        the state's lock, which a live supervisor holds), and the index too (all that is left on a full disk)."""
+        st.files = folders.listing(st.path)
+        settle(st)
         try:
             self.registry.update(st.run_dir, outcome=st.to_json())
         except RegistryError:  # the index's disk is full: the page still shows the outcome, found again next time
@@ -136,7 +140,7 @@ class JobManager:
                     raise Busy(busy)
                 cmd, notes = settle_port(job, cmd)
                 sup = self._launch(job, cmd, run, out, notes, source)
-        except RegistryError as e:
+        except (RegistryError, folders.FolderTaken) as e:
             raise StartError(e.args[0]) from None
         except OSError as e:  # the run folder cannot be written: nothing was started
             raise StartError(say("run.cannot_write", path=str(run), why=e.strerror or str(e))) from None
@@ -165,13 +169,32 @@ class JobManager:
             if peer is not None and trainer_out == out and processes.rendezvous_port(p) == cmd.master_port:
                 continue
             kind, ids = processes.trainer_devices(p)
-            if trainer_out == out or (trainer_out not in known and _overlap(kind, ids, cmd)):
-                return say("run.busy_unknown", run=str(trainer_out), pid=p.pid)
+            # another workspace's job: say who holds the devices, never its folder, command line or pid
+            if trainer_out == out:
+                return say("run.busy_other_folder", user=processes.owner(p))
+            if trainer_out not in known and _overlap(kind, ids, cmd):
+                return say("run.busy_other", user=processes.owner(p))
         return None
 
     def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
                 source: str) -> subprocess.Popen:
-        run.mkdir(parents=True, exist_ok=True)
+        """Claim the run folder (its marker first), write the request files, start the supervisor, register it.
+
+        Anything that fails on the way takes back what this call made: a refused start leaves no folder behind."""
+        if run != out:  # node N's record goes in node-N/ of the job's folder, which must be free or a run's
+            own = folders.ownership(out, self.registry)
+            if own.kind == "foreign" or own.foreign:
+                raise folders.FolderTaken(say("check.output_foreign", path=str(out), files=", ".join(own.foreign[:4]),
+                                              free=str(folders.free_dir_name(out)), why=own.why or ""))
+        run_id, created = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
+        try:
+            return self._write_and_start(job, cmd, run, out, notes, source, run_id)
+        except BaseException:
+            folders.unclaim(run, created)
+            raise
+
+    def _write_and_start(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
+                         source: str, run_id: str) -> subprocess.Popen:
         (out / record.STOP_REQUEST).unlink(missing_ok=True)  # a request of an earlier attempt is not this run's
         files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -186,10 +209,16 @@ class JobManager:
             sup = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(run)], cwd=cmd.cwd,
                                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         ctime = processes.proc(sup.pid, None)
-        self.registry.add({"run_dir": str(run), "trainer_dir": str(out), "source": source, "requested": requested,
-                           "supervisor_pid": sup.pid, "supervisor_ctime": ctime.create_time() if ctime else None,
-                           "device_kind": cmd.device_kind, "devices": list(cmd.devices),
-                           "peer": peer_key(job, cmd, out)})
+        try:
+            self.registry.add({"run_dir": str(run), "run_id": run_id, "trainer_dir": str(out), "source": source,
+                               "requested": requested, "supervisor_pid": sup.pid,
+                               "supervisor_ctime": ctime.create_time() if ctime else None,
+                               "device_kind": cmd.device_kind, "devices": list(cmd.devices),
+                               "peer": peer_key(job, cmd, out)})
+        except RegistryError:  # an unregistered job would run where no page or guard sees it: stop it first
+            sup.terminate()
+            sup.wait(timeout=self.grace_s + 15)
+            raise
         return sup
 
     def _await_launch(self, run: Path, sup: subprocess.Popen) -> JobState:

@@ -62,6 +62,20 @@ def live_trainers() -> list[tuple[psutil.Process, Path]]:
     return found
 
 
+def owner(p: psutil.Process) -> str:
+    """Who runs a process, as "name (uid N)" (just the uid when the name is unknown)."""
+    try:
+        uid = p.uids().real
+    except psutil.Error:
+        return "?"
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
 def trainer_devices(p: psutil.Process) -> tuple[str, list[int]]:
     """("cuda", GPU indices) or ("cpu", []) for a trainer process, from its environment."""
     try:

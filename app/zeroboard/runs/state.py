@@ -1,20 +1,26 @@
-"""A run's state on disk: ``RUN_DIR/state.json``, written by the run's supervisor and by nobody else.
+"""A run's state on disk: ``RUN_DIR/state.json``, with one writer at a time.
 
-The web page and the command line only read it.  Messages are catalog
-sentences, stored with their key and values so each reader says them in its
-own language.
+The run's supervisor writes it, holding ``state.lock`` for as long as it
+lives.  Once it is gone -- killed, or its machine restarted -- the lock is
+free, and whoever finds the run first (a page, ``zeroboard runs``) takes the
+lock and writes the run's true end (:func:`settle`): no reader sees
+``running`` for a run that is not.  Messages are catalog sentences, stored
+with their key and values so each reader says them in its own language.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files, words
-from ..job.record import STATE_FILE
+from ..job.record import STATE_FILE, STATE_LOCK
 
 ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
 STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
@@ -54,6 +60,7 @@ class JobState:
     events_offset: int = 0  # where this run's lines start in files an earlier attempt may have left
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
+    files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
 
     @property
     def active(self) -> bool:
@@ -100,5 +107,48 @@ def read_state(run_dir: str | Path) -> JobState | None:
 
 
 def write_state(state: JobState) -> None:
-    """Only the run's supervisor calls this. Raises OSError (a full disk, say); the old file stays whole."""
+    """The supervisor's write (it holds the lock). Raises OSError (a full disk, say); the old file stays whole."""
     files.write_text_atomic(state.path / STATE_FILE, json.dumps(state.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def hold_lock(run_dir: str | Path) -> int:
+    """The supervisor's lock on its run's state, held until its process ends (the kernel drops it then, however it
+    ends). Returns the descriptor; it is not inherited by the processes the supervisor starts."""
+    fd = os.open(Path(run_dir) / STATE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+@contextlib.contextmanager
+def writer_gone(run_dir: str | Path):
+    """Yields True while holding the state's lock when no supervisor holds it (the writer is gone), else False."""
+    try:
+        fd = os.open(Path(run_dir) / STATE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def settle(state: JobState) -> bool:
+    """Write the end of a run whose supervisor is gone into its own state.json; False when it could not (its
+    supervisor holds the lock after all, it recorded its own end meanwhile, or the disk refuses)."""
+    with writer_gone(state.path) as free:
+        if not free:
+            return False
+        now = read_state(state.path)
+        if now is not None and not now.active:
+            return True  # its last word arrived after all
+        try:
+            write_state(state)
+        except OSError:
+            return False
+        return True

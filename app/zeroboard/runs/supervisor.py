@@ -30,11 +30,11 @@ from pathlib import Path
 import psutil
 
 from .. import files
-from ..job import record
+from ..job import folders, record
+from ..job.registry import Registry
 from ..words import Msg, from_json, say
 from . import outcome, processes
-from .registry import Registry
-from .state import JobState, write_state
+from .state import JobState, hold_lock, write_state
 
 RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
 SIGNAL_REPORT = "SignalException"
@@ -44,6 +44,10 @@ TRACEBACK = "Traceback ("  # torchrun's own report of the stop signal: a traceba
 class Supervisor:
     def __init__(self, run_dir: Path, stop_asked: threading.Event):
         self.run = run_dir
+        try:  # the state's lock, held for this process's life: while it is held, nobody else writes state.json
+            self.lock = hold_lock(run_dir)
+        except OSError:  # a full disk cannot even make the lock: the end goes into the index (finish)
+            self.lock = None
         self.cmd = json.loads((run_dir / record.COMMAND_FILE).read_text(encoding="utf-8"))
         launch = json.loads((run_dir / record.LAUNCH_FILE).read_text(encoding="utf-8"))
         self.registry = Registry(launch["index"])
@@ -153,6 +157,7 @@ class Supervisor:
 
     def finish(self) -> None:
         """The last word: into state.json, or (its disk is full) into the runs index."""
+        self.state.files = folders.listing(self.run)  # from now on, the run folder's own files
         try:
             write_state(self.state)
         except OSError as e:

@@ -187,6 +187,8 @@ def save_args(values: dict, path: str, lang: str = "en", replace: bool = False) 
     if not (path or "").strip():
         return text("page.not_saved_name", lang), False
     ws = workspace.current()
+    if (long := checks.path_too_long(path.strip())) is not None:
+        return text("page.not_saved", lang, why=tr(long, lang)), False
     p = ws.path(path.strip())
     if not ws.writable(p):
         return text("page.not_saved", lang, why=text("check.output_outside", lang, path=path, roots=ws.describe())), False
@@ -216,6 +218,8 @@ def _saved_args_file(p: Path) -> bool:
 def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
     """Form values from a saved job file, or None and what is wrong (then the form stays as it is)."""
     ws = workspace.current()
+    if (long := checks.path_too_long((path or "").strip())) is not None:
+        return None, text("page.not_loaded", lang, path=path[:80], why=tr(long, lang))
     if not (path or "").strip() or not ws.readable(path.strip()):
         return None, text("page.not_loaded", lang, path=path, why=text("check.read_outside", lang, path=path,
                                                                        roots=ws.describe()))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import words, workspace
 from ..data.demo import DEMO_PROMPTS
-from ..job import folders, record
+from ..job import checks, folders, record
 from ..outputs.inspect import OutputError, inspect
 from ..runs.manager import JobManager
 
@@ -219,6 +219,8 @@ def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOU
         return words.text("export_no_dir", lang, what=what), None
     cwd = launch_dir(run_dir)
     ws = workspace.current()
+    if (long := checks.path_too_long(out_text)) is not None:
+        return words.tr(long, lang), None
     out = workspace.resolve(out_text, Path(cwd))
     if not ws.writable(out):
         return words.text("export_outside", lang, what=what, out=out_text, roots=ws.describe()), None

@@ -22,7 +22,7 @@ import os
 import string
 from typing import Any
 
-from . import checks, cli, data, fields, outputs, page, plan, runs
+from . import checks, cli, data, fields, outputs, page, plan, runs, safety
 
 LANGS = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
@@ -39,7 +39,8 @@ def _merge(*parts: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
     return out
 
 
-CATALOG: dict[str, tuple[str, str]] = _merge(page.WORDS, checks.WORDS, runs.WORDS, plan.WORDS, outputs.WORDS, cli.WORDS, data.WORDS)
+CATALOG: dict[str, tuple[str, str]] = _merge(page.WORDS, checks.WORDS, runs.WORDS, plan.WORDS, outputs.WORDS, cli.WORDS, data.WORDS,
+                                           safety.WORDS)
 
 
 def lang_of(value: str | None) -> str:

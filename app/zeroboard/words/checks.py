@@ -39,8 +39,12 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} 是一个文件;请指向含有 config.json 的模型目录",
     ),
     "check.model_hub": (
-        "{path} is not a local folder; the trainer will fetch it as a hub id",
-        "{path} 不是本地目录;训练时会按 hub id 下载",
+        "{path} is not a local folder but a hub id: {source}; the trainer fetches its weights at launch",
+        "{path} 不是本地目录,而是 hub id:{source};训练启动时会下载它的权重",
+    ),
+    "check.model_hub_unusable": (
+        "{path} is not a local folder, and as a hub id it cannot be used now: {why}",
+        "{path} 不是本地目录,作为 hub id 目前也无法使用:{why}",
     ),
     "check.model_missing": (
         "folder {path} not found; check the path or use a hub id like org/name",
@@ -92,9 +96,14 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "check.output_unwritable": ("{path} is not writable; choose another folder", "{path} 不可写;请选择其他目录"),
     "check.output_foreign": (
-        "{path} already holds files ZeroBoard did not write ({files}); a run writes only into a new "
+        "{path} already holds files ZeroBoard did not write ({files}){why}; a run writes only into a new "
         "folder or one of its own runs, so nothing of yours is replaced: use a new folder such as {free}",
-        "{path} 中已有不是 ZeroBoard 写的文件({files});运行只写入新目录或它自己的运行目录,不会替换你的任何文件:请换一个新目录,例如 {free}",
+        "{path} 中已有不是 ZeroBoard 写的文件({files}){why};运行只写入新目录或它自己的运行目录,不会替换你的任何文件:请换一个新目录,例如 {free}",
+    ),
+    "check.output_foreign_in_run": (
+        "{path} is a run folder, but files were added to it after its last run ended ({files}); a run never writes "
+        "beside files it did not write: move them out, or use a new folder such as {free}",
+        "{path} 是运行目录,但在上次运行结束后又被放入了文件({files});运行不会写入含有别人文件的目录:请把它们移走,或换一个新目录,例如 {free}",
     ),
     "check.output_has_run": (
         "{path} already holds an earlier run ({marks}); tick resume to continue it, or use a new folder such as {free}",

@@ -105,4 +105,15 @@ WORDS: dict[str, tuple[str, str]] = {
         "must be 0 (none), a fraction below 1, or a whole number of samples; got {got}",
         "必须是 0(不留)、小于 1 的比例或整数条样本;实际为 {got}",
     ),
+    "data.not_sft": (
+        "dataset {name} in {info} maps {keys}: that is data for multimodal or preference training, which a text-only "
+        "supervised fine-tune cannot learn as meant (the media would be trained as placeholder text); remove those "
+        "keys or pick a text dataset",
+        "{info} 中的数据集 {name} 映射了 {keys}:这是多模态或偏好训练的数据,纯文本的监督微调无法按原意学习(媒体会被当作占位文本训练);请去掉这些键,或换一个纯文本数据集",
+    ),
+    "data.record_media": (
+        "has {keys}: a multimodal record, which a text-only supervised fine-tune cannot learn as meant; remove the media "
+        "or pick a text dataset",
+        "含有 {keys}:这是多模态记录,纯文本的监督微调无法按原意学习;请去掉媒体,或换一个纯文本数据集",
+    ),
 }

@@ -28,6 +28,11 @@ WORDS: dict[str, tuple[str, str]] = {
         "{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set, so its config.json cannot be fetched ({why})",
         "{repo} 不在本地 Hugging Face 缓存中,且设置了 HF_HUB_OFFLINE,无法获取它的 config.json({why})",
     ),
+    "plan.hub_private": (
+        "the model is private or gated: accept its licence on the hub and log in (hf auth login) or set HF_TOKEN",
+        "该模型是私有或受限模型:请先在 hub 上同意其许可,再登录(hf auth login)或设置 HF_TOKEN",
+    ),
+    "plan.hub_missing": ("there is no such model (check the id's spelling)", "没有这个模型(请检查 id 的拼写)"),
     "plan.hub_failed": (
         "config.json of {repo} could not be fetched from {endpoint}: {why}; set HF_ENDPOINT for a mirror, or download the model",
         "无法从 {endpoint} 获取 {repo} 的 config.json:{why};可用 HF_ENDPOINT 指定镜像,或先下载模型",

@@ -31,10 +31,6 @@ WORDS: dict[str, tuple[str, str]] = {
         "Abort it or choose another output folder.",
         "已经有任务在写这个目录:{run}({status},从 {source} 启动,pid {pid})。请中断它,或换一个输出目录。",
     ),
-    "run.busy_unknown": (
-        "A training process of another job runs on these devices: pid {pid}, writing into {run}. Stop it first.",
-        "这些设备上正在运行另一个任务的训练进程:pid {pid},写入 {run}。请先停止它。",
-    ),
     "run.cpu_processes": ("CPU processes", "CPU 进程"),
     "run.gpus": ("GPU {ids}", "GPU {ids} "),
     "run.index_unwritable": ("cannot write the runs index {path}: {why}", "无法写入运行记录索引 {path}:{why}"),

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from .. import files, words
-from ..job.placement import cache_dir
+from .placement import cache_dir
 
 MAX_RUNS = 100
 INDEX_ENV = "ZEROBOARD_RUNS_INDEX"

@@ -1,0 +1,330 @@
+"""The battery of bad inputs: each a case a user (or an attacker) can type, the field its refusal must name, and
+what it points at (hashed before and after: nothing may change).
+
+Shared by ``tests/test_bad_input.py`` (every case through the command line and the page) and
+``benchmarks/bad_input.py`` (how long each refusal takes).  A case's builder takes a temporary folder holding a copy
+of the demo model (``model/``) and data (``data/``) and returns a :class:`Case` setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers import owned_run
+from zeroboard.job import folders, record
+
+REPO = Path(__file__).resolve().parents[1]
+LONG = " ".join(["a very long question that goes on"] * 40)
+GOOD = {"instruction": "Say hi.", "input": "", "output": "Hi!"}
+
+
+@dataclass
+class Setting:
+    overrides: dict = field(default_factory=dict)  # --set NAME=VALUE, and the same typed into the form
+    pointed: list[Path] = field(default_factory=list)  # folders whose files must stay as they were
+    env: dict = field(default_factory=dict)  # the environment the user has
+    job_file: Path | None = None  # a job file to run (CLI) and to load with Load arguments (page)
+    absent: list[Path] = field(default_factory=list)  # paths that must not exist afterwards
+
+
+def s(overrides=None, pointed=(), **kw) -> Setting:
+    return Setting(dict(overrides or {}), list(pointed), **kw)
+
+
+# --- builders of what a case points at -----------------------------------------------------------------------
+
+
+def long_prompt_data(d: Path) -> Path:
+    d.mkdir(parents=True)
+    (d / "long.json").write_text(json.dumps([{"instruction": LONG, "input": "", "output": "yes"}] * 8))
+    (d / "dataset_info.json").write_text(json.dumps({"long": {"file_name": "long.json"}}))
+    return d
+
+
+def folder_with(d: Path, names: dict[str, str]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    for name, text in names.items():
+        (d / name).write_text(text)
+    return d
+
+
+def user_folder(d: Path) -> Path:
+    return folder_with(d, {"README.md": "my notes\n", "tokenizer_config.json": "{}\n"})
+
+
+def run_lookalike(d: Path) -> Path:
+    """The issue's folder: a user's files named like a run's (no marker)."""
+    return folder_with(d, {"README.md": "mine\n", record.COMMAND_FILE: '{"mine": true}\n',
+                           "adapter_model.safetensors": "my weights\n", "notes.txt": "notes\n"})
+
+
+def finished_run(d: Path, index: Path) -> Path:
+    owned_run(d, index, files=["checkpoint-5", record.RESULT_FILE, "adapter_model.safetensors"])
+    (d / "checkpoint-5").mkdir()
+    (d / "checkpoint-5" / folders.CHECKPOINT_MARK).write_text("{}")
+    (d / record.RESULT_FILE).write_text("{}")
+    (d / "adapter_model.safetensors").write_text("weights")
+    return d
+
+
+def half_saved_run(d: Path, index: Path) -> Path:
+    owned_run(d, index)  # an abort during the save: no completion mark
+    (d / "checkpoint-9").mkdir()
+    (d / "checkpoint-9" / "rng_state_0.pth").write_bytes(b"x")
+    return d
+
+
+def run_with_a_file_added(d: Path, index: Path) -> Path:
+    owned_run(d, index, files=[record.RESULT_FILE])
+    (d / record.RESULT_FILE).write_text("{}")
+    (d / "my_notes.txt").write_text("added after the run ended\n")
+    return d
+
+
+def copied_run(t: Path) -> Path:
+    """A run folder copied elsewhere: its marker names the folder it was made for."""
+    d = owned_run(t / "original", t / "other-index.json", files=[])
+    copy = t / "copy"
+    copy.mkdir()
+    for p in d.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    return copy
+
+
+def forged_marker(d: Path) -> Path:
+    return folder_with(d, {record.OWNER_FILE: json.dumps({"run_id": "0" * 32, "folder": "/elsewhere"}),
+                           "thesis.tex": "chapter 1\n"})
+
+
+def ds_file(d: Path, text: str | None = None, **fields) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "ds.json"
+    path.write_text(text if text is not None else json.dumps({"zero_optimization": {"stage": 2}, **fields}))
+    return path
+
+
+def bad_info(d: Path, entry: str) -> Path:
+    d.mkdir(parents=True)
+    (d / "dataset_info.json").write_text(json.dumps({"x": {"file_name": entry}}))
+    return d
+
+
+def info_with(d: Path, entry: dict, records: list | None = None) -> Path:
+    d.mkdir(parents=True)
+    (d / "x.json").write_text(json.dumps(records or [GOOD] * 4))
+    (d / "dataset_info.json").write_text(json.dumps({"x": {"file_name": "x.json", **entry}}))
+    return d
+
+
+def info_text(d: Path, text: str) -> Path:
+    d.mkdir(parents=True)
+    (d / "x.json").write_text(json.dumps([GOOD] * 4))
+    (d / "dataset_info.json").write_text(text)
+    return d
+
+
+def broken_after(d: Path, n: int, jsonl: bool = False) -> Path:
+    """n good records, then a break: a file whose head reads fine."""
+    d.mkdir(parents=True)
+    if jsonl:
+        path = d / "late.jsonl"
+        path.write_text("".join(json.dumps(GOOD) + "\n" for _ in range(n)) + '{"instruction": "cut\n')
+    else:
+        path = d / "late.json"
+        path.write_text("[" + ",".join(json.dumps(GOOD) for _ in range(n)) + ', {"instruction": oops}]')
+    return path
+
+
+def no_answer_at(d: Path, n: int) -> Path:
+    d.mkdir(parents=True)
+    path = d / "gap.json"
+    path.write_text(json.dumps([GOOD] * n + [{"instruction": "and?", "input": "", "output": ""}] + [GOOD] * 5))
+    return path
+
+
+def yaml_file(t: Path, text: str, name: str = "job.yaml") -> Path:
+    path = t / name
+    path.write_text(text)
+    return path
+
+
+def anchor_bomb() -> str:
+    """374-odd bytes: eight levels of nine aliases, 9**8 values once expanded (in extra_args and dataset)."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\nextra_args: {bomb: *a8}\ndataset: *a8\n"
+
+
+def not_utf8(d: Path) -> Path:
+    d.mkdir(parents=True)
+    path = d / "latin1.json"
+    path.write_bytes(json.dumps([GOOD]).encode().replace(b"Hi!", b"H\xe9!"))
+    return path
+
+
+def empty_csv(d: Path) -> Path:
+    d.mkdir(parents=True)
+    path = d / "empty.csv"
+    path.write_text("instruction,input,output\n")
+    return path
+
+
+def dead_endpoint() -> str:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on: the hub try is refused at once
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+X300 = "x" * 300
+
+# (case, field that must be named, builder: tmp -> Setting)
+CASES = [
+    # output folders
+    ("output is the model's folder", "output_dir",
+     lambda t: s({"output_dir": t / "model", "model_name_or_path": t / "model", "finetuning_type": "full"}, [t / "model"])),
+    ("output inside the model's folder", "output_dir",
+     lambda t: s({"output_dir": t / "model" / "run", "model_name_or_path": t / "model"}, [t / "model"])),
+    ("output is the data folder", "output_dir", lambda t: s({"output_dir": t / "data", "dataset_dir": t / "data"}, [t / "data"])),
+    ("output is a user's folder", "output_dir", lambda t: s({"output_dir": user_folder(t / "mine")}, [t / "mine"])),
+    ("output holds files named like a run's", "output_dir",
+     lambda t: s({"output_dir": run_lookalike(t / "looks")}, [t / "looks"])),
+    ("output holds only a state.json", "output_dir",
+     lambda t: s({"output_dir": folder_with(t / "st", {record.STATE_FILE: '{"status": "finished"}'})}, [t / "st"])),
+    ("output holds a forged marker", "output_dir", lambda t: s({"output_dir": forged_marker(t / "forged")}, [t / "forged"])),
+    ("output is a copy of another run", "output_dir", lambda t: s({"output_dir": copied_run(t)}, [t / "copy"])),
+    ("output is a run with a file added since", "output_dir",
+     lambda t: s({"output_dir": run_with_a_file_added(t / "added", t / "runs.json")}, [t / "added"])),
+    ("output climbs out of the workspace", "output_dir", lambda t: s({"output_dir": "../../etc/zb"}, [Path("/etc")])),
+    ("output in /etc", "output_dir", lambda t: s({"output_dir": "/etc/zb"}, [Path("/etc")])),
+    ("output is /", "output_dir", lambda t: s({"output_dir": "/"}, [Path("/")])),
+    ("output is the workspace itself", "output_dir", lambda t: s({"output_dir": "."}, [REPO])),
+    ("output cannot be created", "output_dir",
+     lambda t: (t.joinpath("afile").write_text("x") and s({"output_dir": t / "afile" / "run"}, [t]))),
+    ("output holds a finished run", "output_dir",
+     lambda t: s({"output_dir": finished_run(t / "done", t / "runs.json")}, [t / "done"])),
+    ("output is a file", "output_dir",
+     lambda t: (t.joinpath("plain.txt").write_text("mine") and s({"output_dir": t / "plain.txt"}, [t]))),
+    ("output is empty", "output_dir", lambda t: s({"output_dir": ""})),
+    ("output name of 300 bytes", "output_dir", lambda t: s({"output_dir": t / X300}, [t])),
+    ("output under a new parent, name of 300 bytes", "output_dir",
+     lambda t: s({"output_dir": t / "newparent" / X300}, [t], absent=[t / "newparent"])),
+    ("output path of 5000 bytes", "output_dir", lambda t: s({"output_dir": t / "/".join(["d" * 200] * 25)}, [t])),
+    ("output of a megabyte", "output_dir", lambda t: s({"output_dir": "r" * (1 << 20)})),
+    ("resume with nothing to resume", "resume", lambda t: s({"output_dir": t / "new", "resume": "true"}, [t])),
+    ("resume from a half-saved checkpoint", "resume",
+     lambda t: s({"output_dir": half_saved_run(t / "half", t / "runs.json"), "resume": "true"}, [t / "half"])),
+    # what the job reads
+    ("model outside the workspace", "model_name_or_path", lambda t: s({"model_name_or_path": "/etc"}, [Path("/etc")])),
+    ("model through a link out of the workspace", "model_name_or_path",
+     lambda t: (os.symlink("/etc", t / "link") or s({"model_name_or_path": t / "link"}, [Path("/etc")]))),
+    ("model name of 300 bytes", "model_name_or_path", lambda t: s({"model_name_or_path": t / X300}, [t])),
+    ("a hub id that does not exist", "model_name_or_path",
+     lambda t: s({"model_name_or_path": "nosuch-org/nosuch-model"}, env={"HF_ENDPOINT": dead_endpoint(),
+                                                                          "HF_HUB_CACHE": str(t / "hub")})),
+    ("a hub id offline and not cached", "model_name_or_path",
+     lambda t: s({"model_name_or_path": "nosuch-org/other-model"}, env={"HF_HUB_OFFLINE": "1",
+                                                                         "HF_HUB_CACHE": str(t / "hub")})),
+    ("data folder outside the workspace", "dataset_dir", lambda t: s({"dataset_dir": "/etc"}, [Path("/etc")])),
+    ("dataset_info entry climbing out", "dataset",
+     lambda t: s({"dataset_dir": bad_info(t / "d", "../../../../../../etc/passwd"), "dataset": "x"}, [Path("/etc")])),
+    ("dataset file linked out of the workspace", "dataset",
+     lambda t: (os.symlink("/etc/passwd", t / "x.json") or s({"dataset": t / "x.json"}, [Path("/etc")]))),
+    ("dataset name of 300 bytes", "dataset", lambda t: s({"dataset": X300 + ".json"})),
+    ("5000 datasets", "dataset", lambda t: s({"dataset": ",".join(f"d{i}" for i in range(5000))})),
+    ("no dataset", "dataset", lambda t: s({"dataset": ""})),
+    ("a dataset file that is not JSON", "dataset",
+     lambda t: (t.joinpath("bad.jsonl").write_text("a,b\n1,2\n") and s({"dataset": t / "bad.jsonl"}, [t]))),
+    ("JSON that breaks after 300 good records", "dataset", lambda t: s({"dataset": broken_after(t / "l", 300)}, [t / "l"])),
+    ("JSON lines that break at line 301", "dataset",
+     lambda t: s({"dataset": broken_after(t / "l", 300, jsonl=True)}, [t / "l"])),
+    ("a record without an answer at 200", "dataset", lambda t: s({"dataset": no_answer_at(t / "g", 200)}, [t / "g"])),
+    ("a dataset that is not UTF-8", "dataset", lambda t: s({"dataset": not_utf8(t / "u")}, [t / "u"])),
+    ("a CSV without rows", "dataset", lambda t: s({"dataset": empty_csv(t / "c")}, [t / "c"])),
+    ("an images column", "dataset",
+     lambda t: s({"dataset_dir": info_with(t / "i", {"columns": {"images": "pics"}}), "dataset": "x"}, [t / "i"])),
+    ("a videos column", "dataset",
+     lambda t: s({"dataset_dir": info_with(t / "v", {"columns": {"videos": "clips"}}), "dataset": "x"}, [t / "v"])),
+    ("a ranking dataset", "dataset",
+     lambda t: s({"dataset_dir": info_with(t / "k", {"ranking": True}), "dataset": "x"}, [t / "k"])),
+    ("a dataset_info.json nested 10,000 deep", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "n", "[" * 10000 + "]" * 10000), "dataset": "x"}, [t / "n"])),
+    ("a dataset_info.json of 8 MB", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "b", json.dumps({"x": {"file_name": "x.json", "pad": "p" * (8 << 20)}})),
+                  "dataset": "x"}, [t / "b"])),
+    # DeepSpeed files
+    ("DeepSpeed file outside the workspace", "deepspeed", lambda t: s({"deepspeed": "/etc/hostname"}, [Path("/etc")])),
+    ("DeepSpeed train_batch_size disagrees", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", train_batch_size=7)}, [t / "ds"])),
+    ("DeepSpeed micro-batch disagrees", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", train_micro_batch_size_per_gpu=3)}, [t / "ds"])),
+    ("DeepSpeed bf16 on an fp32 job", "deepspeed", lambda t: s({"deepspeed": ds_file(t / "ds", bf16={"enabled": True})}, [t / "ds"])),
+    ("DeepSpeed file that is not JSON", "deepspeed",
+     lambda t: (t.joinpath("bad.json").write_text("{oops") and s({"deepspeed": t / "bad.json"}, [t]))),
+    ("DeepSpeed file nested 5,000 deep", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", text='{"a":' * 5000 + "1" + "}" * 5000)}, [t / "ds"])),
+    ("DeepSpeed file of 6 MB", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", text=json.dumps({"pad": "p" * (6 << 20)}))}, [t / "ds"])),
+    # job files (the page: Load arguments)
+    ("a YAML anchor bomb", "file", lambda t: s(job_file=yaml_file(t, anchor_bomb()))),
+    ("a YAML alias that contains itself", "file", lambda t: s(job_file=yaml_file(t, "extra_args: &a {x: *a}\n"))),
+    ("a YAML file nested 200 deep", "file",
+     lambda t: s(job_file=yaml_file(t, "".join("  " * i + f"k{i}:\n" for i in range(200)) + "  " * 200 + "v: 1\n"))),
+    ("a YAML file of 1 MB", "file", lambda t: s(job_file=yaml_file(t, f"output_dir: {'o' * (1 << 20)}\n"))),
+    ("a YAML value of 100 kB", "output_dir", lambda t: s(job_file=yaml_file(t, f"output_dir: {'o' * 100_000}\n"))),
+    ("a YAML file that is a list", "file", lambda t: s(job_file=yaml_file(t, "- learning_rate\n- 1\n"))),
+    ("a YAML file that is not YAML", "file", lambda t: s(job_file=yaml_file(t, "learning_rate: [1, 2\n"))),
+    ("a YAML file with an unknown option", "lerning_rate", lambda t: s(job_file=yaml_file(t, "lerning_rate: 1e-4\n"))),
+    # numbers
+    ("epochs nan", "num_train_epochs", lambda t: s({"num_train_epochs": "nan"})),
+    ("epochs inf", "num_train_epochs", lambda t: s({"num_train_epochs": "inf"})),
+    ("learning rate -inf", "learning_rate", lambda t: s({"learning_rate": "-inf"})),
+    ("a learning rate of 7", "learning_rate", lambda t: s({"learning_rate": "7"})),
+    ("seed 1e20", "seed", lambda t: s({"seed": "1e20"})),
+    ("seed below zero", "seed", lambda t: s({"seed": "-1"})),
+    ("max_steps absurd", "max_steps", lambda t: s({"max_steps": "1e12"})),
+    ("accumulation 1e9", "gradient_accumulation_steps", lambda t: s({"gradient_accumulation_steps": "1e9"})),
+    ("a million workers", "preprocessing_num_workers", lambda t: s({"preprocessing_num_workers": "1e6"})),
+    ("micro-batch a million", "per_device_train_batch_size", lambda t: s({"per_device_train_batch_size": "1e6"})),
+    ("eval batch a million", "per_device_eval_batch_size", lambda t: s({"per_device_eval_batch_size": "1e6"})),
+    ("LoRA rank 1e9", "lora_rank", lambda t: s({"lora_rank": "1e9"})),
+    ("LoRA alpha 1e9", "lora_alpha", lambda t: s({"lora_alpha": "1e9"})),
+    ("weight decay 5", "weight_decay", lambda t: s({"weight_decay": "5"})),
+    ("gradient clip 1e9", "max_grad_norm", lambda t: s({"max_grad_norm": "1e9"})),
+    ("max_samples 1e15", "max_samples", lambda t: s({"max_samples": "1e15"})),
+    ("warmup below zero", "warmup_steps", lambda t: s({"warmup_steps": "-3"})),
+    ("save_steps below zero", "save_steps", lambda t: s({"save_steps": "-5"})),
+    ("cutoff 0", "cutoff_len", lambda t: s({"cutoff_len": "0"})),
+    ("val_size 2.5", "val_size", lambda t: s({"val_size": "2.5"})),
+    ("a million nodes", "num_nodes", lambda t: s({"num_nodes": "1e6"})),
+    ("a thousand CPU processes", "num_processes", lambda t: s({"num_processes": "1000"})),
+    ("node rank past the nodes", "node_rank", lambda t: s({"node_rank": "5"})),
+    ("port 70000", "master_port", lambda t: s({"master_port": "70000"})),
+    ("every answer cut by the cutoff", "cutoff_len",
+     lambda t: s({"dataset_dir": long_prompt_data(t / "long"), "dataset": "long", "cutoff_len": "16"}, [t / "long"])),
+    ("a micro-batch no memory holds", "per_device_train_batch_size",
+     lambda t: s({"per_device_train_batch_size": "4000", "cutoff_len": "100000"})),
+    # choices and options
+    ("offload without a stage", "offload", lambda t: s({"offload": "true"})),
+    ("a stage that does not exist", "deepspeed_stage", lambda t: s({"deepspeed_stage": "4"})),
+    ("precision fp8", "precision", lambda t: s({"precision": "fp8"})),
+    ("a template that does not exist", "template", lambda t: s({"template": "nope"})),
+    ("a scheduler that does not exist", "lr_scheduler_type", lambda t: s({"lr_scheduler_type": "wiggly"})),
+    ("an unknown LoRA module", "lora_target", lambda t: s({"lora_target": "q_projj"})),
+    ("several nodes with the deepspeed launcher", "launcher",
+     lambda t: s({"num_nodes": "2", "master_port": "29999", "launcher": "deepspeed"})),
+    # extra TrainingArguments
+    ("an extra argument a field owns", "extra_args", lambda t: s({"extra_args": '{"learning_rate": 1}'})),
+    ("an extra argument transformers lacks", "extra_args", lambda t: s({"extra_args": '{"lerning_rate": 1}'})),
+    ("an optimizer that does not exist", "extra_args", lambda t: s({"extra_args": '{"optim": "no_such_optimizer"}'})),
+    ("a save strategy that does not exist", "extra_args", lambda t: s({"extra_args": '{"save_strategy": "sometimes"}'})),
+    ("a number argument given text", "extra_args", lambda t: s({"extra_args": '{"dataloader_num_workers": "many"}'})),
+    ("extra arguments that are a list", "extra_args", lambda t: s({"extra_args": "[1, 2]"})),
+    ("extra arguments nested 50 deep", "extra_args", lambda t: s({"extra_args": '{"a":' * 50 + "1" + "}" * 50})),
+    ("extra arguments of 100 kB", "extra_args", lambda t: s({"extra_args": json.dumps({"x": "y" * 100_000})})),
+]
