@@ -20,7 +20,6 @@ from pathlib import Path
 from .. import files, words
 from .placement import cache_dir
 
-MAX_RUNS = 100
 INDEX_ENV = "ZEROBOARD_RUNS_INDEX"
 
 
@@ -82,7 +81,7 @@ class Registry:
 
     def _write(self, runs: list[dict]) -> None:
         try:
-            files.write_text_atomic(self.path, json.dumps({"runs": runs[:MAX_RUNS]}, indent=2, ensure_ascii=False) + "\n")
+            files.write_text_atomic(self.path, json.dumps({"runs": runs}, indent=2, ensure_ascii=False) + "\n")
         except OSError as e:
             raise RegistryError(words.say("run.index_unwritable", path=str(self.path), why=e.strerror or str(e))) from None
 
