@@ -120,3 +120,56 @@ def owned_run(folder: Path, index: Path | None = None, files: list[str] | None =
         state["files"] = files
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     return folder
+
+
+def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, every: int = 5, status: str = "finished",
+                  seed: int = 0, started: float | None = None, **job) -> Path:
+    """A finished run as ZeroBoard leaves one, written directly (no training): its marker and index entry, the job
+    it asked for, its command, its plan, its events (a loss curve, the learning rate, speed, memory peaks), its log
+    and state.  For listings and comparisons of many runs (tests, benchmarks/runs_page.py)."""
+    import math
+    import random
+
+    from zeroboard.job import command as cmdmod, spec
+    from zeroboard.planner.record import record_plan
+
+    rng = random.Random(seed)
+    spec_job = spec.load_yaml(REPO / "examples" / "demo.yaml")
+    for k, v in {"max_steps": steps, "logging_steps": every, **job}.items():
+        setattr(spec_job, k, v)
+    spec_job.output_dir = str(folder)
+    registry = Registry(index)
+    with registry.locked():
+        run_id, _ = folders.claim(folder, registry)
+        registry.add({"run_dir": str(folder.resolve()), "run_id": run_id, "source": "page", "device_kind": "cpu",
+                      "devices": [0, 1], "trainer_dir": str(folder.resolve())})
+    (folder / record.SPEC_FILE).write_text(spec.dump_yaml(spec_job))
+    argv = ["torchrun", "--nproc_per_node", "2", "-m", "zeroboard.training.train", *spec.to_flags(spec.to_dict(spec_job))]
+    cmd = cmdmod.Command(argv, {"CUDA_VISIBLE_DEVICES": ""}, str(REPO), None, "cpu", [0, 1], 29500)
+    (folder / record.COMMAND_FILE).write_text(json.dumps(cmd.to_dict()))
+    record_plan(spec_job, folder, [])
+    t0 = started or time.time() - 3600
+    lines = [{"event": "start", "time": t0, "world_size": 2, "devices": [], "total_steps": steps}]
+    rss = 500 << 20
+    for step in range(every, steps + 1, every):
+        rss += rng.randint(0, 4 << 20)
+        loss = 2.0 * math.exp(-step / (steps / 3)) + 0.3 + rng.random() * 0.05
+        lines.append({"event": "log", "time": t0 + step * 0.1, "step": step, "total_steps": steps, "loss": loss,
+                      "lr": 5e-3 * (1 - step / steps), "tokens_per_sec": 5000 + rng.random() * 500,
+                      "tokens": step * 1000, "elapsed": step * 0.1 + 2, "eta": (steps - step) * 0.1,
+                      "memory": [{"rank": r, "rss_peak_bytes": rss + r * (1 << 20)} for r in (0, 1)]})
+    lines.append({"event": "memory", "time": t0 + steps * 0.1, "step": steps,
+                  "memory": [{"rank": r, "rss_peak_bytes": rss + r * (1 << 20)} for r in (0, 1)]})
+    if status == "finished":
+        lines.append({"event": "end", "time": t0 + steps * 0.1 + 1, "status": "finished",
+                      "result": {"kind": "lora_adapter", "global_step": steps}})
+    (folder / record.EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    (folder / record.LOG_FILE).write_text("".join(f"[rank0]: step {e['step']}/{steps} loss {e['loss']:.4f}\n"
+                                                  for e in lines if e["event"] == "log"))
+    state = {"run_dir": str(folder.resolve()), "status": status, "source": "page", "device_kind": "cpu", "devices": [0, 1],
+             "started": t0, "ended": t0 + steps * 0.1 + 2, "exit_code": 0, "message": status,
+             "trainer_dir": str(folder.resolve())}
+    (folder / record.STATE_FILE).write_text(json.dumps(state))
+    state["files"] = folders.listing(folder)
+    (folder / record.STATE_FILE).write_text(json.dumps(state))
+    return folder

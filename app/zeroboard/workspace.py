@@ -112,6 +112,19 @@ def current() -> Workspace:
     return Workspace(root, parse_allowed(os.environ.get(ALLOW_ENV, ""), root))
 
 
+def shown(path: str | Path, ws: Workspace | None = None) -> str:
+    """A path as the page shows it: relative to the workspace when inside it (``runs/demo``), else as it is.
+
+    The page and the documentation images never show where a checkout happens to live."""
+    ws = ws or current()
+    p = Path(path)
+    try:
+        rel = ws.path(p).relative_to(ws.root) if p.is_absolute() else None
+    except ValueError:
+        return str(path)
+    return str(path) if rel is None else (rel.as_posix() or ".")
+
+
 def allow(paths: list[str]) -> None:
     """Add ``PATH[:rw|:ro]`` entries for this process and the processes it starts (``--allow-path``)."""
     if paths:

@@ -1,4 +1,4 @@
-"""``zeroboard train | runs | stop``: jobs from the terminal, through the same runner as the page.
+"""``zeroboard train | stop``: jobs from the terminal, through the same runner as the page (``runs``: :mod:`.runs`).
 
 ``train`` starts the job with the page's own launch path (the registry, the
 busy rule, the folder rules, a supervisor) and follows it in the foreground:
@@ -150,23 +150,6 @@ def _registered(mgr: runmgr.JobManager, run: str) -> str | None:
     return next((r for r in mgr.run_dirs() if Path(r).resolve() == wanted), None)
 
 
-def cmd_runs(args) -> int:
-    lang = default_lang()
-    mgr = runmgr.JobManager()
-    jobs_ = mgr.jobs()
-    if args.json:
-        print(json.dumps([j.to_json() for j in jobs_], indent=2, ensure_ascii=False))
-        return 0
-    if not jobs_:
-        print(text("cli.no_runs", lang))
-        return 0
-    for j in jobs_:
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(j.started)) if j.started else "-"
-        where = "cpu" if j.device_kind == "cpu" else "GPU " + ",".join(map(str, j.devices))
-        print(f"{text(f'status.{j.status}', lang):<12} {j.source:<5} {started}  {where:<10} {j.run_dir}")
-    return 0
-
-
 def cmd_stop(args) -> int:
     lang = default_lang()
     mgr = runmgr.JobManager()
@@ -192,9 +175,6 @@ def add_commands(sub, lang: str) -> None:
     jobs.job_arguments(s, lang)
     s.add_argument("--detach", action="store_true", help=text("cli.detach_help", lang))
     s.set_defaults(fn=cmd_train)
-    s = sub.add_parser("runs", help=text("cli.runs_help", lang))
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(fn=cmd_runs)
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
     s.add_argument("run", help=text("cli.run_arg_help", lang))
     s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))

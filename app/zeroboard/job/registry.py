@@ -90,11 +90,16 @@ class Registry:
         runs = [e for e in self.entries() if e.get("run_dir") != entry["run_dir"]]
         self._write([entry, *runs])
 
-    def update(self, run_dir: str | Path, **fields) -> None:
-        """Change one run's entry (take the lock first, or let this take it)."""
+    def update(self, run_dir: str | Path, /, **fields) -> None:
+        """Change one run's entry (take the lock first, or let this take it); ``run_dir=`` among the fields moves it."""
         with self.locked():
             runs = self.entries()
             for e in runs:
                 if e.get("run_dir") == str(run_dir):
                     e.update({k: words.to_json(v) for k, v in fields.items()})
             self._write(runs)
+
+    def remove(self, run_dir: str | Path) -> None:
+        """Drop one run's entry (its folder was deleted). Call under :meth:`locked` with the check that allowed it."""
+        with self.locked():
+            self._write([e for e in self.entries() if e.get("run_dir") != str(run_dir)])

@@ -60,8 +60,11 @@ class JobManager:
         """The run as it is: its supervisor's state.json, or -- when the supervisor is gone without a last word --
         what the index recorded, or what its processes show. Only registered runs have a state here."""
         entry = self.registry.entry(run_dir)
-        if entry is None:
-            return None
+        return self.state_of(entry) if entry is not None else None
+
+    def state_of(self, entry: dict) -> JobState:
+        """:meth:`state` of an index entry already read (a listing reads the index once, not once per run)."""
+        run_dir = entry["run_dir"]
         st = read_state(run_dir)
         if st is not None and not st.active:
             return st
@@ -114,7 +117,7 @@ class JobManager:
             pass
 
     def jobs(self) -> list[JobState]:
-        return [s for s in (self.state(r) for r in self.run_dirs()) if s is not None]
+        return [self.state_of(e) for e in self.registry.entries() if e.get("run_dir")]
 
     def active(self) -> list[JobState]:
         return [s for s in self.jobs() if s.active]
@@ -159,8 +162,8 @@ class JobManager:
             if other is None or not other.active or (peer is not None and entry.get("peer") == peer):
                 continue
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
-                return say("run.busy_folder", run=other.run_dir, status=other.status, source=other.source,
-                           pid=other.launcher_pid or other.supervisor_pid or "-")
+                return say("run.busy_folder", run=other.run_dir, status=say(f"status.{other.status}"),
+                           source=_source(other.source), pid=other.launcher_pid or other.supervisor_pid or "-")
             if _overlap(other.device_kind, other.devices, cmd):
                 return busy_message(other)
         known = {Path(e["run_dir"]).resolve() for e in self.registry.entries()}
@@ -295,5 +298,10 @@ def _overlap(kind: str, ids: list[int], cmd: command.Command) -> bool:
 
 def busy_message(job: JobState) -> Msg:
     what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
-    return say("run.busy", what=what, run=job.run_dir, status=job.status, source=job.source,
+    return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
+
+
+def _source(source: str) -> Msg | str:
+    """Who started a run, in words (the page, the command line); an unknown source as it is."""
+    return say(f"source.{source}") if source in ("page", "cli") else source

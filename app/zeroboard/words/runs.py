@@ -24,12 +24,12 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.port_changed": ("master port {old} was taken at start; using {new}", "开始时 master port {old} 已被占用;改用 {new}"),
     "run.busy": (
         "A job is already running on {what}: {run} ({status}, started from the {source}, pid {pid}). Abort it or wait for it to end.",
-        "{what}上已经有任务在运行:{run}({status},从 {source} 启动,pid {pid})。请中断它,或等它结束。",
+        "{what}上已经有任务在运行:{run}({status},从{source}启动,pid {pid})。请中断它,或等它结束。",
     ),
     "run.busy_folder": (
         "A job is already writing into this folder: {run} ({status}, started from the {source}, pid {pid}). "
         "Abort it or choose another output folder.",
-        "已经有任务在写这个目录:{run}({status},从 {source} 启动,pid {pid})。请中断它,或换一个输出目录。",
+        "已经有任务在写这个目录:{run}({status},从{source}启动,pid {pid})。请中断它,或换一个输出目录。",
     ),
     "run.cpu_processes": ("CPU processes", "CPU 进程"),
     "run.gpus": ("GPU {ids}", "GPU {ids} "),

@@ -1,0 +1,148 @@
+"""Deleting and archiving runs: never a running run, never anything but the run's own folder.
+
+A run may be deleted or archived only when it is a run of this workspace's
+index that has ended (its state, as the manager finds it, is not active) and
+its folder is one ZeroBoard made for it (``job.folders.ownership``: its
+marker and the index agree) holding nothing a run did not write, inside the
+folders this workspace may write, not a symbolic link, and holding no other
+registered run.  The check runs again under the index's lock right before
+anything is touched.
+
+- **Delete** removes the run's folder, then its index entry (through the
+  index's one writer, :class:`..job.registry.Registry`).
+- **Archive** moves the folder into ``.archive/`` beside it (``runs/demo`` ->
+  ``runs/.archive/demo``; a rename on the same disk, nothing copied), points
+  its ``state.json`` and its index entry at the new place, and marks the entry
+  ``archived`` (with where it came from).  The Runs page lists archived runs
+  apart; **Restore** moves one back when its old name is free.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .. import workspace
+from ..job import folders
+from ..job.registry import RegistryError
+from ..words import Msg, say
+from .manager import JobManager
+from .state import read_state, write_state, writer_gone
+
+ARCHIVE_DIR = ".archive"
+
+
+class Refused(RuntimeError):
+    """The run cannot be deleted or archived now; the message (a catalog Msg) says why. Nothing was touched."""
+
+
+def _inside(path: Path, other: Path) -> bool:
+    return path != other and path in other.parents
+
+
+def why_not(manager: JobManager, run_dir: str) -> Msg | None:
+    """Why ``run_dir`` must not be deleted or moved now, or None when it may."""
+    entry = manager.registry.entry(run_dir)
+    if entry is None:
+        return say("runs.not_registered", run=run_dir)
+    st = manager.state_of(entry)
+    if st.active:
+        return say("runs.refuse_active", run=run_dir, status=say(f"status.{st.status}"))
+    path = Path(run_dir)
+    if path.is_symlink():
+        return say("runs.refuse_link", run=run_dir)
+    if not path.is_dir():
+        return None  # nothing left on disk: only the index entry goes
+    ws = workspace.current()
+    if not ws.writable(path) or any(path.resolve() == root for root, _ in ws.roots()):
+        return say("runs.refuse_outside", run=run_dir, roots=ws.describe())
+    own = folders.ownership(path, manager.registry)
+    if own.kind != "owned":
+        return say("runs.refuse_not_owned", run=run_dir, why=own.why or "")
+    if own.foreign:
+        return say("runs.refuse_foreign", run=run_dir, files=", ".join(own.foreign[:6]))
+    resolved = path.resolve()
+    nested = [e["run_dir"] for e in manager.registry.entries()
+              if e.get("run_dir") and _inside(Path(e["run_dir"]).resolve(), resolved)]
+    if nested:
+        return say("runs.refuse_nested", run=run_dir, other=nested[0])
+    return None
+
+
+def delete(manager: JobManager, run_dir: str) -> Msg:
+    """Remove the run's folder and its index entry. Raises Refused (nothing touched) with the reason."""
+    try:
+        with manager.registry.locked():
+            why = why_not(manager, run_dir)
+            if why is not None:
+                raise Refused(why)
+            path = Path(run_dir)
+            if path.is_dir():
+                failed: list[str] = []
+                shutil.rmtree(path, onerror=lambda _fn, p, _exc: failed.append(p))
+                if path.exists():
+                    raise Refused(say("runs.delete_partial", run=run_dir, files=", ".join(failed[:4])))
+            manager.registry.remove(run_dir)
+    except RegistryError as e:
+        raise Refused(e.args[0]) from None
+    return say("runs.deleted", run=run_dir)
+
+
+def archive_path(run: Path) -> Path:
+    dest = run.parent / ARCHIVE_DIR / run.name
+    return dest if not dest.exists() else folders.free_dir_name(dest)
+
+
+def _move(manager: JobManager, old: str, new: Path, **fields) -> None:
+    """Rename the folder, then point its state and its index entry at the new place (the lock is held)."""
+    new.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(old, new)
+    with writer_gone(new) as free:  # no supervisor holds an ended run's lock
+        st = read_state(new)
+        if free and st is not None:
+            st.run_dir = str(new)
+            if not st.trainer_dir or Path(st.trainer_dir) == Path(old):
+                st.trainer_dir = str(new)
+            write_state(st)
+    manager.registry.update(old, run_dir=str(new), trainer_dir=str(new), **fields)
+
+
+def archive(manager: JobManager, run_dir: str) -> tuple[Msg, str]:
+    """Move the run into ``.archive/`` beside it. Returns (message, the new folder). Raises Refused."""
+    try:
+        with manager.registry.locked():
+            why = why_not(manager, run_dir)
+            if why is None and not Path(run_dir).is_dir():
+                why = say("runs.refuse_gone", run=run_dir)
+            if why is not None:
+                raise Refused(why)
+            dest = archive_path(Path(run_dir))
+            if not workspace.current().writable(dest):
+                raise Refused(say("runs.refuse_outside", run=str(dest), roots=workspace.current().describe()))
+            _move(manager, run_dir, dest, archived=time.time(), archived_from=run_dir)
+    except RegistryError as e:
+        raise Refused(e.args[0]) from None
+    except OSError as e:
+        raise Refused(say("runs.move_failed", run=run_dir, why=e.strerror or str(e))) from None
+    return say("runs.archived", run=run_dir, to=str(dest)), str(dest)
+
+
+def restore(manager: JobManager, run_dir: str) -> tuple[Msg, str]:
+    """Move an archived run back where it was (when that name is free). Returns (message, its folder)."""
+    try:
+        with manager.registry.locked():
+            entry = manager.registry.entry(run_dir)
+            back = (entry or {}).get("archived_from")
+            why = why_not(manager, run_dir) if entry is not None and back else say("runs.not_archived", run=run_dir)
+            if why is None and Path(back).exists():
+                why = say("runs.restore_taken", run=run_dir, to=back)
+            if why is not None:
+                raise Refused(why)
+            _move(manager, run_dir, Path(back), archived=None, archived_from=None)
+    except RegistryError as e:
+        raise Refused(e.args[0]) from None
+    except OSError as e:
+        raise Refused(say("runs.move_failed", run=run_dir, why=e.strerror or str(e))) from None
+    return say("runs.restored", run=run_dir, to=back), back

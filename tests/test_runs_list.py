@@ -1,0 +1,211 @@
+"""The runs of a workspace without a browser: their summaries (cached), comparisons, deletion and archiving, the CLI.
+
+Runs here are written directly (``helpers.synthetic_run``): a run folder as ZeroBoard leaves one, no training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import synthetic_run
+from zeroboard.job import folders, record
+from zeroboard.runs import compare, housekeeping, summary
+from zeroboard.runs.manager import JobManager
+from zeroboard.runs.state import read_state
+
+
+@pytest.fixture()
+def manager(index):
+    return JobManager(index=index)
+
+
+def four_settings(tmp_path: Path, index: Path) -> list[Path]:
+    """The course's comparison: the same job under stage none, 2, 3 and 3 + offload."""
+    return [synthetic_run(tmp_path / f"z{stage}{'-off' if off else ''}", index, seed=i, deepspeed_stage=stage, offload=off)
+            for i, (stage, off) in enumerate((("none", False), ("2", False), ("3", False), ("3", True)))]
+
+
+def test_a_summary_reads_the_state_the_job_the_plan_and_the_end_of_the_events(tmp_path, index, manager):
+    run = synthetic_run(tmp_path / "run", index, steps=60, every=5, deepspeed_stage="2", learning_rate=0.01)
+    with (run / record.EVENTS_FILE).open("a") as fh:  # a newer event format: an extra "v" key is read past
+        fh.write(json.dumps({"v": 2, "event": "eval", "step": 60, "eval_loss": 0.75}) + "\n")
+    (s,) = summary.summaries(manager)
+    events = record.read_events(run / record.EVENTS_FILE)
+    logs = [e for e in events if e["event"] == "log"]
+    assert (s.run_dir, s.status, s.stage, s.offload, s.method, s.lora_rank) == (str(run.resolve()), "finished", "2", False,
+                                                                               "lora", 16)
+    assert (s.step, s.total_steps, s.loss, s.eval_loss) == (60, 60, logs[-1]["loss"], 0.75)
+    first, last = logs[0], logs[-1]
+    assert s.step_time == pytest.approx((last["elapsed"] - first["elapsed"]) / (last["step"] - first["step"]))
+    assert s.tokens_per_sec == pytest.approx((last["tokens"] - first["tokens"]) / (last["elapsed"] - first["elapsed"]))
+    assert s.peaks == summary.peaks_of(events, "rss_peak_bytes") and len(s.peaks) == 2
+    plan = json.loads((run / record.PLAN_FILE).read_text())
+    assert s.planned_bytes == plan["host_bytes"]  # CPU processes: the plan's RSS per process
+    assert s.duration() == pytest.approx(s.ended - s.started)
+
+
+def test_a_resumed_run_is_summed_up_by_its_last_attempt(tmp_path, index, manager):
+    run = synthetic_run(tmp_path / "run", index, steps=40, every=10)
+    later = [{"event": "start", "total_steps": 40},  # resumed from checkpoint-20: its clock starts again
+             {"event": "log", "step": 30, "total_steps": 40, "loss": 0.5, "elapsed": 3.0, "tokens": 3000, "memory": []},
+             {"event": "log", "step": 40, "total_steps": 40, "loss": 0.4, "elapsed": 5.0, "tokens": 7000, "memory": []}]
+    with (run / record.EVENTS_FILE).open("a") as fh:
+        fh.write("".join(json.dumps(e) + "\n" for e in later))
+    (s,) = summary.summaries(manager)
+    assert (s.step, s.loss, s.step_time, s.tokens_per_sec) == (40, 0.4, 0.2, 2000.0)
+    loss = compare.points(record.read_events(run / record.EVENTS_FILE))["loss"]
+    assert [step for step, _ in loss] == sorted({step for step, _ in loss})  # a step logged twice: once, the later
+    assert dict(loss)[40] == 0.4
+
+
+def test_listings_are_cached_by_file_and_read_only_the_tail(tmp_path, index, manager, monkeypatch):
+    run = synthetic_run(tmp_path / "run", index, steps=400, every=1)
+    cache = summary.FileCache()
+    reads = []
+    real = summary._tail
+    monkeypatch.setattr(summary, "_tail", lambda path: reads.append(path) or real(path))
+    entry = manager.registry.entries()[0]
+    first = summary.summarize(manager.state_of(entry), entry, cache)
+    again = summary.summarize(manager.state_of(entry), entry, cache)
+    assert first == again and len(reads) == 1  # the second listing: a stat per file, nothing read
+    assert (run / record.EVENTS_FILE).stat().st_size > summary.TAIL_BYTES  # and the first read only the end
+    with (run / record.EVENTS_FILE).open("a") as fh:
+        fh.write(json.dumps({"event": "log", "step": 401, "total_steps": 400, "loss": 0.1}) + "\n")
+    assert summary.summarize(manager.state_of(entry), entry, cache).loss == 0.1 and len(reads) == 2  # it grew: read again
+    small = summary.FileCache(size=3)
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("{}")
+        small.get(tmp_path / f"f{i}", "x", lambda p: p.read_text())
+    assert len(small) == 3  # bounded: the server's memory does not grow with the runs it has listed
+
+
+def test_filters_find_runs_by_words_status_and_archive(tmp_path, index, manager):
+    four_settings(tmp_path, index)
+    every = summary.summaries(manager)
+    assert len(every) == 4 and every[0].name == "z3-off"  # newest first
+    assert [s.name for s in every if summary.matches(s, "offload")] == ["z3-off"]
+    assert [s.name for s in every if summary.matches(s, "stage 2")] == ["z2"]
+    assert [s.name for s in every if summary.matches(s, "", "finished")] == [s.name for s in every]
+    assert not [s for s in every if summary.matches(s, "", "", archived=True)]
+
+
+def test_compare_shows_exactly_the_fields_that_differ_and_the_course_table(tmp_path, index, manager):
+    runs = four_settings(tmp_path, index)
+    diff = compare.spec_diff([str(r.resolve()) for r in runs])
+    assert [name for name, _ in diff.fields] == ["deepspeed_stage", "offload"]  # not output_dir: the runs' names
+    assert dict(diff.fields)["deepspeed_stage"] == ["none", "2", "3", "3"]
+    rows = compare.course_rows(summary.summaries(manager))
+    assert [(r.stage, r.offload) for r in rows] == [("none", False), ("2", False), ("3", False), ("3", True)]
+    for r in rows:
+        assert len(r.peaks) == 2 and r.planned and r.tokens_per_sec and r.step_time
+        assert r.error == pytest.approx((r.planned - max(r.peaks)) / max(r.peaks))
+    curves = compare.curves(summary.summaries(manager))
+    assert all(len(c["loss"]) == 12 and len(c["lr"]) == 12 and c["eval_loss"] == [] for c in curves.values())
+
+
+def _running(run: Path) -> None:
+    """Make the run look alive: its state says running, its supervisor is this very process."""
+    me = psutil.Process()
+    state = json.loads((run / record.STATE_FILE).read_text())
+    state.update(status="running", supervisor_pid=me.pid, supervisor_ctime=me.create_time(), ended=None)
+    (run / record.STATE_FILE).write_text(json.dumps(state))
+
+
+def test_delete_removes_only_an_ended_run_folder_of_its_own_and_its_entry(tmp_path, index, manager):
+    run = synthetic_run(tmp_path / "runs" / "done", index)
+    keep = synthetic_run(tmp_path / "runs" / "busy", index, seed=1)
+    ended = (keep / record.STATE_FILE).read_text()
+    _running(keep)
+    try:
+        with pytest.raises(housekeeping.Refused, match="abort it first"):
+            housekeeping.delete(manager, str(keep.resolve()))
+        with pytest.raises(housekeeping.Refused, match="abort it first"):
+            housekeeping.archive(manager, str(keep.resolve()))
+    finally:  # its "supervisor" is this test: the teardown must not stop it
+        (keep / record.STATE_FILE).write_text(ended)
+    assert keep.is_dir() and manager.is_registered(str(keep.resolve()))
+
+    (run / "notes.txt").write_text("mine")  # a user's file inside the run folder: the folder is not only the run's
+    with pytest.raises(housekeeping.Refused, match="notes.txt"):
+        housekeeping.delete(manager, str(run.resolve()))
+    (run / "notes.txt").unlink()
+    assert "Deleted" in housekeeping.delete(manager, str(run.resolve()))
+    assert not run.exists() and not manager.is_registered(str(run.resolve()))
+    assert (tmp_path / "runs").is_dir() and keep.is_dir()  # nothing beside it
+
+    with pytest.raises(housekeeping.Refused, match="not a run of this workspace"):
+        housekeeping.delete(manager, str(tmp_path))
+
+
+def test_a_folder_that_is_not_the_runs_own_is_never_deleted(tmp_path, index, manager):
+    run = synthetic_run(tmp_path / "run", index)
+    (run / record.OWNER_FILE).write_text(json.dumps({"run_id": "0" * 32, "folder": str(run)}))  # another run's marker
+    with pytest.raises(housekeeping.Refused, match="not a folder ZeroBoard made"):
+        housekeeping.delete(manager, str(run.resolve()))
+    assert run.is_dir()
+    link = tmp_path / "link"
+    link.symlink_to(run)
+    with manager.registry.locked():
+        manager.registry.add({"run_dir": str(link)})
+    with pytest.raises(housekeeping.Refused, match="symbolic link"):
+        housekeeping.delete(manager, str(link))
+    assert run.is_dir() and link.is_symlink()
+
+
+def test_archive_moves_the_run_beside_it_and_restore_brings_it_back(tmp_path, index, manager):
+    run = synthetic_run(tmp_path / "runs" / "demo", index)
+    old = str(run.resolve())
+    message, new = housekeeping.archive(manager, old)
+    assert Path(new) == (tmp_path / "runs" / ".archive" / "demo").resolve() and not run.exists()
+    entry = manager.registry.entry(new)
+    assert entry["archived"] and entry["archived_from"] == old and manager.registry.entry(old) is None
+    assert read_state(new).run_dir == new and read_state(new).output == Path(new)  # its record follows it
+    assert folders.ownership(Path(new), manager.registry).kind == "owned"
+    (s,) = summary.summaries(manager)
+    assert s.archived and s.step == 60 and not summary.matches(s) and summary.matches(s, archived=True)
+    message, back = housekeeping.restore(manager, new)
+    assert back == old and run.is_dir() and not manager.registry.entry(old).get("archived")
+
+
+def test_the_cli_lists_filters_compares_and_shows(tmp_path, index, manager, monkeypatch, capsys):
+    from zeroboard import cli
+
+    runs = four_settings(tmp_path, index)
+    monkeypatch.setenv("ZEROBOARD_RUNS_INDEX", str(index))
+    assert cli.main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert all(r.name in out for r in runs) and "4 of 4 runs" in out
+    assert cli.main(["runs", "--filter", "offload"]) == 0
+    out = capsys.readouterr().out
+    assert "z3-off" in out and "znone" not in out
+    assert cli.main(["runs", "compare", str(runs[0]), "z3-off"]) == 0
+    out = capsys.readouterr().out
+    assert "deepspeed_stage" in out and "offload" in out and "learning_rate" not in out and "MiB" in out
+    assert cli.main(["runs", "show", "z2", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["summary"]["stage"] == "2" and shown["job"]["deepspeed_stage"] == "2" and shown["command"]["argv"]
+    assert cli.main(["runs", "show", "z"]) == 1  # several match: say which
+    assert "several runs" in capsys.readouterr().err
+
+
+def test_a_listing_of_150_runs_is_quick_once_cached(tmp_path, index, manager, monkeypatch):
+    """The page's list must answer within a second; the figure itself is benchmarks/runs_page.py's (a shared
+    2-core machine cannot bound wall time): here, that a warm listing reads no file whole and stats each once."""
+    for i in range(150):
+        synthetic_run(tmp_path / f"r{i:03d}", index, seed=i, steps=20)
+    cache = summary.FileCache()
+    assert len(summary.summaries(manager, cache)) == 150
+    calls = []
+    monkeypatch.setattr(summary, "_stat", lambda p: calls.append(p) or os.stat(p))
+    monkeypatch.setattr(summary, "_tail", lambda p: pytest.fail(f"{p} read again"))
+    t0 = time.perf_counter()
+    assert len(summary.summaries(manager, cache)) == 150
+    warm = time.perf_counter() - t0
+    assert len(calls) == 150 * 3  # job, plan, events: one stat each, no read
+    print(f"warm listing of 150 runs: {warm * 1000:.0f} ms")
