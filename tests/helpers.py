@@ -167,7 +167,8 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     (folder / record.LOG_FILE).write_text("".join(f"[rank0]: step {e['step']}/{steps} loss {e['loss']:.4f}\n"
                                                   for e in lines if e["event"] == "log"))
     state = {"run_dir": str(folder.resolve()), "status": status, "source": "page", "device_kind": "cpu", "devices": [0, 1],
-             "started": t0, "ended": t0 + steps * 0.1 + 2, "exit_code": 0, "message": status,
+             "started": t0, "ended": t0 + steps * 0.1 + 2, "exit_code": 0,
+             "message": {"key": f"run.{status}", "values": {}},
              "trainer_dir": str(folder.resolve())}
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     state["files"] = folders.listing(folder)

@@ -207,5 +207,72 @@ def test_a_listing_of_150_runs_is_quick_once_cached(tmp_path, index, manager, mo
     t0 = time.perf_counter()
     assert len(summary.summaries(manager, cache)) == 150
     warm = time.perf_counter() - t0
-    assert len(calls) == 150 * 3  # job, plan, events: one stat each, no read
+    assert len(calls) == 150 * 4  # state, job, plan, events: one stat each, nothing read
     print(f"warm listing of 150 runs: {warm * 1000:.0f} ms")
+
+
+# --- the Runs page's functions (plain values; the browser test drives the page itself) -----------------------
+
+
+def test_the_page_lists_pages_and_filters(tmp_path, index, manager, monkeypatch):
+    from zeroboard.webui import runs_view as rv
+
+    monkeypatch.setattr(rv, "PAGE_SIZE", 2)
+    four_settings(tmp_path, index)
+    first = rv.listing(manager, "", "", 0, "en")
+    assert len(first.rows) == 2 and first.count == "4 of 4 runs · page 1 of 2" and len(first.choices) == 4
+    second = rv.listing(manager, "", "", 1, "zh")
+    assert [r[0] for r in second.rows] == [str((tmp_path / n).resolve()) for n in ("z2", "znone")]
+    assert second.rows[0][1] == "已完成" and "第 2/2 页" in second.count
+    assert rv.listing(manager, "offload", "", 5, "en").count == "1 of 4 runs · page 1 of 1"  # a page past the end
+    assert rv.listing(manager, None, None, 0, "en").runs == first.runs  # a tab not shown yet sends no values
+    assert rv.toggle(rv.toggle([], "a"), "b") == ["a", "b"] and rv.toggle(["a", "b"], "a") == ["b"]
+
+
+def test_the_page_compares_in_both_languages(tmp_path, index, manager):
+    from zeroboard.webui import runs_view as rv
+
+    runs = [str(r.resolve()) for r in four_settings(tmp_path, index)]
+    diff = rv.diff_markdown(runs, "zh")
+    assert "不同的任务字段" in diff and "`deepspeed_stage`" in diff and "是" in diff and "learning_rate" not in diff
+    course = rv.course_markdown(rv.chosen(manager, runs), "zh")
+    assert "| 运行 | DeepSpeed stage | 使用 offload |" in course and course.count("MiB ·") == 4  # two ranks each
+    lines = [ln for ln in rv.course_markdown(rv.chosen(manager, runs), "en").splitlines() if ln.startswith("| `")]
+    assert [ln.split("|")[2].strip() for ln in lines] == ["none", "2", "3", "3"]  # by setting
+    rows = rv.curve_rows(rv.chosen(manager, runs[:2]))
+    assert {r["run"] for r in rows["loss"]} == set(runs[:2]) and rows["eval_loss"] == []
+
+
+def test_resume_needs_a_whole_checkpoint_and_start_again_a_new_folder(tmp_path, index, manager):
+    from zeroboard.webui import runs_view as rv
+
+    run = synthetic_run(tmp_path / "run", index)
+    values, message, state = rv.resume(manager, [], str(run.resolve()), "en")
+    assert values is None and state is None and "no whole checkpoint" in message
+    half = run / "checkpoint-20"
+    half.mkdir()
+    assert "no whole checkpoint" in rv.resume(manager, [], str(run.resolve()), "en")[1]  # not marked whole
+    values, message = rv.start_again(str(run.resolve()), "en")
+    assert values["deepspeed_stage"] == "none" and values["resume"] is False
+    assert values["output_dir"] == str((tmp_path / "run-2").resolve()) and "run-2" in message
+    detail = rv.detail_markdown(manager, str(run.resolve()), "zh")
+    assert "没有完整的检查点" in detail and "日志最后 30 行" in detail and "内存估算与实测峰值对比" in detail
+
+
+def test_delete_and_archive_ask_first_and_refuse_in_words(tmp_path, index, manager):
+    from zeroboard.webui import runs_view as rv
+
+    run = synthetic_run(tmp_path / "runs" / "demo", index)
+    asked, ok = rv.confirm_text(manager, "delete", str(run.resolve()), "zh")
+    assert ok and "无法撤销" in asked and "MiB" in asked
+    asked, ok = rv.confirm_text(manager, "archive", str(run.resolve()), "en")
+    assert ok and ".archive/demo" in asked
+    message, new = rv.act(manager, "archive", str(run.resolve()), "en")
+    assert "Archived" in message and new.endswith(".archive/demo")
+    message, back = rv.act(manager, "restore", new, "en")
+    assert "Restored" in message and back == str(run.resolve())
+    (run / "mine.txt").write_text("x")
+    asked, ok = rv.confirm_text(manager, "delete", str(run.resolve()), "en")
+    assert not ok and "mine.txt" in asked
+    message, still = rv.act(manager, "delete", str(run.resolve()), "en")
+    assert "mine.txt" in message and still == str(run.resolve()) and run.is_dir()

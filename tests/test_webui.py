@@ -119,7 +119,41 @@ def test_a_language_switch_relabels_without_touching_values(gr, manager):
     fn = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in fn.outputs], fn.fn("zh")))
     assert updates["zb-download"] == {"__type__": "update", "label": "下载完整日志"}  # its value is the log file
-    assert updates["zb-title"] == "## ZeroBoard · 训练"
+    assert updates["zb-title"] == "## ZeroBoard · 用 DeepSpeed ZeRO 微调"
+    assert updates["zb-tab-train"]["label"] == "训练" and updates["zb-tab-runs"]["label"] == "运行记录"  # every tab
+    assert updates["zb-runs-compare"]["value"] == "对比"  # the Runs page's words too, with no wiring of its own
+
+
+def test_a_page_is_one_registration(gr, manager, monkeypatch):
+    """A page registered once gets its tab, its label in both languages, the language switch and the load steps."""
+    from zeroboard.webui import app, pages
+
+    def render(ctx):
+        view = pages.View()
+        button = gr.Button(words.label("runs.refresh", ctx.lang), elem_id="zb-probe-button")
+        view.texts["runs.refresh"] = (button, "value")
+        ctx.on_load(lambda lang: f"loaded in {lang}", [], [button])
+        return view
+
+    monkeypatch.setitem(pages.PAGES, "probe", pages.Page("probe", "tab.runs", render, lambda view, ctx: None, order=99))
+    demo = app.build_app(manager, lang="en", gpus=[])
+    config = demo.get_config_file()
+    tabs = [c["props"].get("elem_id") for c in config["components"] if c["type"] == "tabitem"]
+    assert tabs == ["zb-tab-train", "zb-tab-runs", "zb-tab-probe"]  # in their order
+    relabel = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
+    updates = dict(zip([getattr(o, "elem_id", None) for o in relabel.outputs], relabel.fn("zh")))
+    assert updates["zb-probe-button"] == {"__type__": "update", "value": "刷新"} and updates["zb-tab-probe"]["label"]
+    load = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_load"
+                and any(getattr(o, "elem_id", None) == "zb-probe-button" for o in f.outputs))
+
+    class Request:  # a page opened at ?lang=zh
+        query_params, headers = {"lang": "zh"}, {}
+
+    values = [demo.blocks[c._id].value if hasattr(c, "_id") else None for c in load.inputs]
+    out = dict(zip([getattr(o, "elem_id", None) for o in load.outputs], load.fn(Request(), *values)))
+    assert out["zb-lang"] == "zh" and out["zb-probe-button"] == "loaded in zh"  # its load step, in the page's language
+    with pytest.raises(ValueError):
+        pages.register(pages.Page("probe", "tab.train", render, lambda view, ctx: None))
 
 
 # --- handlers -------------------------------------------------------------------------------
@@ -281,6 +315,48 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     zh, _ = live_panels.render_snapshot(panels, live.snapshot(str(run), "zh"), None, time.time())
     assert zh[procs]["headers"][3:5] == ["进程", "当前占用"]  # the table's headers follow the page's language
     assert panels.procs.postprocess(zh[procs]).headers == zh[procs]["headers"]  # what gradio sends to the page
+
+
+def test_chart_legends_name_their_series_in_the_page_language_and_are_redrawn_once(gr, manager, tmp_path):
+    """No evaluation set: no evaluation series.  New series (a language, a run that evaluates): their rows, then on
+    the next tick the legend's title changed invisibly (gradio's LinePlot draws the series it had then)."""
+    from zeroboard.webui import live_panels
+
+    assert set(live_panels.loss_frame([{"step": 5, "loss": 1.0}], [], "en")["series"]) == {"train"}
+    assert set(live_panels.loss_frame([], [], "zh", has_eval=True)["series"]) == {"训练", "评估"}
+    history = live_panels.history_frame([{"seconds": 0.0, "series": "RAM", "MiB": 1.0},
+                                         {"seconds": 0.0, "series": "RSS", "MiB": 2.0}], "zh")
+    assert set(history["series"]) == {"主机内存", "任务内存"}
+
+    run = tmp_path / "run"
+    run.mkdir()
+    events.EventWriter(run, 0).emit("log", step=5, total_steps=10, loss=1.5, lr=1e-3, memory=[])
+    register(manager, JobState(run_dir=str(run), status="finished", started=time.time() - 5, ended=time.time()))
+    with gr.Blocks():
+        panels = live_panels.render_live("en", [])
+    live = Live(manager)
+    loss, history_at = (live_panels.outputs(panels).index(c) for c in (panels.loss, panels.history))
+
+    def tick(seen, lang):
+        out, seen = live_panels.render_snapshot(panels, live.snapshot(str(run), lang), seen, time.time())
+        return out[loss], out[history_at], seen
+
+    rows, hist, seen = tick(None, "en")
+    assert list(rows["series"].unique()) == ["train"] and hist is not gr.skip()
+    title, hist_title, seen = tick(seen, "en")
+    assert title["color_title"] == "curve\u200b" and hist_title["color_title"] == "memory\u200b"
+    assert tick(seen, "en")[0] == gr.skip()  # nothing new: nothing sent
+    rows, _, seen = tick(seen, "zh")  # a language switch relabels the titles, then the rows come in Chinese
+    assert list(rows["series"].unique()) == ["训练"]
+    title, _, seen = tick(seen, "zh")
+    assert title["color_title"] == "曲线\u200b"  # the switch reset the title: the redraw adds the character again
+    (run / "job.requested.yaml").write_text("val_size: 0.1\n")  # a run that evaluates: its series appear
+    from zeroboard.runs import summary
+
+    summary.CACHE._data.clear()
+    rows, _, seen = tick(seen, "zh")
+    assert set(rows["series"]) == {"训练", "评估"}
+    assert tick(seen, "zh")[0]["color_title"] == "曲线"
 
 
 def test_the_full_log_is_served_as_a_static_path_not_copied(tmp_path):

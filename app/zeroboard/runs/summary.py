@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..job import record, spec as specmod
+from ..job.record import STATE_FILE
 from .manager import JobManager
-from .state import JobState
+from .state import JobState, read_state
 
 TAIL_BYTES = 64 << 10  # the end of events.jsonl a summary reads: dozens of log lines, the memory and end events
 CACHE_SIZE = 2048  # files kept parsed (a few per run); the oldest go first
@@ -239,15 +240,26 @@ def summarize(st: JobState, entry: dict, cache: FileCache = CACHE) -> RunSummary
 
 
 def summaries(manager: JobManager, cache: FileCache = CACHE) -> list[RunSummary]:
-    """Every run of the index, newest first (the index is read once)."""
+    """Every run of the index, newest first (the index is read once).
+
+    An ended run's state.json is read from the cache (it no longer changes); a run that may still be going is
+    asked of the manager, which checks its processes."""
     out = []
     for entry in manager.registry.entries():
         if not entry.get("run_dir"):
             continue
-        st = manager.state_of(entry)
-        if st is not None:
-            out.append(summarize(st, entry, cache))
+        st = cache.get(Path(entry["run_dir"]) / STATE_FILE, "state", read_state)
+        if st is None or st.active:
+            st = manager.state_of(entry)
+        out.append(summarize(st, entry, cache))
     return out
+
+
+def warm_up(manager: JobManager, cache: FileCache = CACHE) -> threading.Thread:
+    """Read every run's files once, in the background, so the first listing of a page is a cached one."""
+    thread = threading.Thread(target=summaries, args=(manager, cache), daemon=True, name="zeroboard-runs-warm-up")
+    thread.start()
+    return thread
 
 
 def matches(s: RunSummary, text: str = "", status: str = "", archived: bool | None = False) -> bool:

@@ -1,7 +1,8 @@
-"""The ZeroBoard web app: ``build_app()`` lays out the page, ``serve()`` runs it (``zeroboard webui``)."""
+"""The ZeroBoard web app: ``build_app()`` lays out the registered pages as tabs, ``serve()`` runs it (``zeroboard webui``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,19 +14,33 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import attach, form as formmod, live_panels, train_page
+from . import pages, runs_page, train_page  # noqa: F401 - each page module registers its page
 from .live import Live
+
+LANG_KEY = "zeroboard-lang"
+LANG_SECRET = "zeroboard-lang"  # fixed: the choice must survive a server restart (a language is no secret)
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PASSWORD_ENV = "ZEROBOARD_PASSWORD"
 USER_ENV = "ZEROBOARD_USER"
 
+# The command wraps between words, never inside a flag; the run's status strip stays in sight while the form scrolls
+# (gradio's container hides its overflow, which would make it the strip's scrolling box: clipping keeps the page's);
+# code boxes have no fold markers (whose tooltips gradio does not translate: the JSON is short).
 # The last two rules: gradio fits a plot's chart to its card as if the label took no room, which cuts off the legend
 # below the chart; the label lies over the card's top padding instead.
 CSS = """
 .zb-invalid { border: 2px solid #dc2626 !important; border-radius: 8px; }
 .zb-invalid .info, .zb-invalid [data-testid="block-info"] { color: #dc2626 !important; }
-pre.zb-cmd { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; padding: 8px; margin: 0; }
+pre.zb-cmd { white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere; font-size: 0.85em; padding: 8px; margin: 0; }
+#zb-strip { position: sticky; top: 0; z-index: 20; background: var(--background-fill-primary);
+            border-bottom: 1px solid var(--border-color-primary); padding: 4px 0; }
+.gradio-container { overflow: clip !important; }
+.cm-foldGutter { display: none !important; }
+#zb-runs-table table { font-size: 0.85em; }
+pre.zb-pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; max-height: 420px; overflow: auto;
+             padding: 8px; background: var(--background-fill-secondary); border-radius: 6px; }
+#zb-runs-course table, #zb-runs-diff table { font-size: 0.9em; }
 mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius: 3px; }
 .zb-progress .zb-bar { height: 10px; background: #e5e7eb; border-radius: 5px; overflow: hidden; margin: 4px 0; }
 .zb-progress .zb-bar > div { height: 100%; background: #2563eb; transition: width 0.4s; }
@@ -37,8 +52,9 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 #zb-plan table { width: 100%; font-size: 0.9em; }
 #zb-plan th, #zb-plan td { white-space: normal; overflow-wrap: anywhere; padding: 4px 6px; }
 #zb-plan th:not(:first-child), #zb-plan td:not(:first-child) { white-space: nowrap; }
-#zb-loss > span:first-of-type, #zb-history > span:first-of-type { position: absolute; top: 8px; }
-#zb-loss, #zb-history { padding-top: 32px !important; }
+#zb-loss > span:first-of-type, #zb-history > span:first-of-type, #zb-runs-charts .block > span:first-of-type
+  { position: absolute; top: 8px; }
+#zb-loss, #zb-history, #zb-runs-charts .block { padding-top: 32px !important; }
 """
 
 
@@ -50,45 +66,94 @@ def fresh_output_dir(job: spec.JobSpec) -> spec.JobSpec:
     return job
 
 
+# Gradio says its own words (Copy, Download, Fullscreen, ...) in the browser's language, and sets <html lang> to it.
+# The page's language is the reader's choice (the URL, a stored choice, $ZEROBOARD_LANG, then the browser's), so
+# once it is known Gradio is asked to follow it, through the function its own settings panel calls (changeLocale,
+# exported by its core module, which the page has loaded already).
+GRADIO_LOCALE = {"en": "en", "zh": "zh-CN"}
+FOLLOW_LANG_JS = r"""async (lang) => {
+  document.body.dataset.zbLang = lang;
+  const want = (LOCALES)[lang] || 'en';
+  const core = performance.getEntriesByType('resource').map(e => e.name)
+    .find(n => /\/assets\/core-[\w-]+\.js$/.test(n));
+  if (core) { try { (await import(core)).changeLocale(want); } catch (e) { console.warn('ZeroBoard: locale', e); } }
+  document.documentElement.lang = want;
+}""".replace("LOCALES", json.dumps(GRADIO_LOCALE))
+
+
 def build_app(manager: JobManager | None = None, lang: str | None = None,
               job: spec.JobSpec | None = None, gpus: list[devices.Gpu] | None = None) -> gr.Blocks:
+    """The app: a title, the language, and one tab per registered page (pages.PAGES), each wired the same way."""
     manager = manager or JobManager()
     lang = words.lang_of(lang) if lang else words.default_lang()
     job = fresh_output_dir(job or spec.load_job(None))
     gpus = devices.detect_gpus() if gpus is None else gpus
-    live = Live(manager)
 
     with gr.Blocks(title="ZeroBoard") as demo:
-        session = gr.State({})
-        with gr.Row():
+        with gr.Row(elem_id="zb-head", equal_height=True):
             title = gr.Markdown(f"## {words.label('title', lang)}", elem_id="zb-title")
-            lang_radio = gr.Radio([(name, code) for code, name in words.LANGS.items()], value=lang,
-                                  label=words.label("lang", lang), scale=0, min_width=200, elem_id="zb-lang")
-        page = train_page.render_train(job, lang, gpus)
-        panels = live_panels.render_live(lang, gpus)
-
-        train_page.wire_train(page, manager, gpus, session, lang_radio)
-        live_panels.wire_live(panels, live, session, lang_radio, demo)
-        wire_language(page.form, panels, title, lang_radio)
-        attach.wire_attach(page, manager, session, lang_radio, demo)
+            lang_radio = gr.Radio([(name, code) for code, name in words.LANGS.items()], value=lang, show_label=False,
+                                  label=words.label("lang", lang), scale=0, min_width=220, container=False,
+                                  elem_id="zb-lang")
+        session = gr.State({})
+        with gr.Tabs(elem_id="zb-tabs") as tabs:
+            ctx = pages.Context(manager, gpus, Live(manager), job, lang, session, lang_radio, tabs, demo)
+            for page in pages.ordered():
+                with gr.Tab(words.label(page.label, lang), id=page.id, elem_id=f"zb-tab-{page.id}") as tab:
+                    ctx.views[page.id] = page.render(ctx)
+                ctx.tab_items[page.id] = tab
+        for page in pages.ordered():
+            page.wire(ctx.views[page.id], ctx)
+        wire_language(ctx, title)
+        wire_load(ctx)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo
 
 
-def wire_language(form: formmod.Form, panels: live_panels.LivePanels, title: gr.Markdown, radio: gr.Radio) -> None:
-    texts = {**form.texts, **panels.texts}
+def wire_language(ctx: pages.Context, title: gr.Markdown) -> None:
+    """The language switch says every page's words again, and the tabs' labels, then Gradio's own words follow."""
+    views = [ctx.views[p.id] for p in pages.ordered()]
 
     def relabel(lang: str):
-        out = formmod.relabel(form, lang)
-        out += [formmod.text_update(key, target, lang) for key, target in texts.items() if key not in form.texts]
-        out.append(gr.update(label=words.label("device_count", lang), info=words.label("device_count_info", lang)))
+        out = [u for view in views for u in view.relabel(lang)]
+        out += [gr.update(label=words.label(p.label, lang)) for p in pages.ordered()]
         return [*out, f"## {words.label('title', lang)}", gr.update(label=words.label("lang", lang))]
 
-    outputs = formmod.relabel_outputs(form) + [b for k, (b, _) in texts.items() if k not in form.texts]
-    relabelled = radio.change(relabel, [radio], [*outputs, form.device_count, title, radio], show_progress="hidden")
+    outputs = [o for view in views for o in view.relabel_outputs()] + [ctx.tab_items[p.id] for p in pages.ordered()]
+    radio = ctx.lang_radio
+    relabelled = radio.change(relabel, [radio], [*outputs, title, radio], show_progress="hidden")
     # a mark on the page once every label is in the new language: tests and the screenshot tool wait for it
-    relabelled.then(None, [radio], None, js="(lang) => { document.body.dataset.zbLang = lang; }", show_progress="hidden")
+    relabelled.then(None, [radio], None, js=FOLLOW_LANG_JS, show_progress="hidden")
+
+
+def wire_load(ctx: pages.Context) -> None:
+    """A page opens (or reloads): its language first (?lang= in the URL, the reader's stored choice,
+    $ZEROBOARD_LANG, the browser's), then each page's own load steps -- all in one call, one round trip -- then
+    a mark the tests and the screenshot tool wait for."""
+    stored = gr.BrowserState(None, storage_key=LANG_KEY, secret=LANG_SECRET)
+    steps = [(fn, len(inputs), len(outputs)) for fn, inputs, outputs in ctx.loads]
+    inputs = [stored, *[c for _, ins, _ in ctx.loads for c in ins]]
+    outputs = [ctx.lang_radio, stored, *[c for _, _, outs in ctx.loads for c in outs]]
+    if len(set(map(id, outputs))) != len(outputs):
+        raise ValueError("duplicate load outputs")
+
+    def on_load(request: gr.Request, stored_lang, *values):
+        query = dict(request.query_params).get("lang") if request else None
+        accept = request.headers.get("accept-language") if request else None
+        lang = words.pick_lang(query, stored_lang, os.environ.get(words.LANG_ENV), accept)
+        out = [lang, lang if query else gr.skip()]  # a language asked for in the URL is the reader's choice too
+        for fn, n_in, n_out in steps:  # as gradio calls a handler: one output takes the value, several a sequence
+            got = fn(*values[:n_in], lang)
+            out += [got] if n_out == 1 else list(got)
+            values = values[n_in:]
+        return out
+
+    io = dict(show_progress="hidden")
+    loaded = ctx.demo.load(on_load, inputs, outputs, **io).then(None, [ctx.lang_radio], None, js=FOLLOW_LANG_JS, **io)
+    # a mark on the page once the form is settled: tests and the screenshot tool wait for it, not for a while
+    loaded.then(None, js="() => { document.body.dataset.zbLoaded = '1'; }", **io)
+    ctx.lang_radio.input(lambda value: value, [ctx.lang_radio], [stored], **io)
 
 
 def ensure_demo_model() -> None:

@@ -1,8 +1,7 @@
-"""What a page shows when it opens, and when its run starts or ends.
+"""What the Train page shows when it opens, and when its run starts or ends.
 
-On load the page picks its language (``?lang=`` in the URL, then the reader's
-earlier choice, kept in the browser, then ``$ZEROBOARD_LANG``, then the
-browser's language) and attaches to the current run: the form shows that
+On load (a load step, after the app picked the page's language) the page
+attaches to the current run: the form shows that
 run's job, the command box its command, the JSON box the DeepSpeed config it
 uses.  While the run is going the form is read-only; **New job from these
 settings** makes an editable copy in a new output folder.  When the run ends,
@@ -17,14 +16,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import words
 from ..job import folders, record, spec
 from ..job.command import Command
 from ..runs.manager import JobManager
-from . import handlers, train_page
+from . import handlers, pages
 
-LANG_KEY = "zeroboard-lang"
-LANG_SECRET = "zeroboard-lang"  # fixed: the choice must survive a server restart (a language is no secret)
 FORM_TICK_S = 2.0
 
 
@@ -62,13 +58,13 @@ def free_output(current: str, run_dir: str | None) -> str | None:
     return None
 
 
-def wire_attach(page: train_page.TrainPage, manager: JobManager, session: gr.State, lang_radio: gr.Radio,
-                demo: gr.Blocks) -> None:
+def wire_attach(page, manager: JobManager, session: gr.State, ctx: pages.Context) -> None:
+    """The form on a page (re)load (a load step: after the language is picked), on New job, and when a run ends.
+
+    ``page``: the Train page's blocks (``train_page.TrainPage``: its form, command, JSON and New job button)."""
     f = page.form
     names = f.names
-    stored = gr.BrowserState(None, storage_key=LANG_KEY, secret=LANG_SECRET)
     view = gr.State({})  # what the form shows: {"run": run dir, "locked": bool}
-    outputs = [lang_radio, stored, *f.inputs, page.command, page.ds_json, page.new_job, view]
 
     def locked_form(values: dict | None, locked: bool, output: str | None) -> list:
         out = []
@@ -81,22 +77,19 @@ def wire_attach(page: train_page.TrainPage, manager: JobManager, session: gr.Sta
             out.append(gr.update(**upd))
         return out
 
-    def on_load(stored_lang, current_output, request: gr.Request):
-        query = dict(request.query_params).get("lang") if request else None
-        accept = request.headers.get("accept-language") if request else None
-        lang = words.pick_lang(query, stored_lang, os.environ.get(words.LANG_ENV), accept)
-        keep = lang if query else gr.skip()  # a language asked for in the URL is the reader's choice too
+    def attach_form(current_output, lang):
         st = manager.current()
         v = run_view(st.run_dir) if st is not None else None
         if v is None:
             fresh = free_output(current_output, None)
-            return [lang, keep, *[gr.update(value=fresh) if n == "output_dir" and fresh else gr.skip() for n in names],
-                    gr.skip(), gr.skip(), gr.update(visible=False), {}]
+            return [*[gr.update(value=fresh) if n == "output_dir" and fresh else gr.skip() for n in names],
+                    gr.skip(), gr.update(visible=False), gr.update(visible=False), {}]
         locked = st.active
         output = None if locked else free_output(v["values"]["output_dir"], st.run_dir)
         values = {k: v["values"][k] for k in names if k in v["values"]}
-        return [lang, keep, *locked_form(values, locked, output), handlers.command_html(v["command"], lang), v["ds_json"],
-                gr.update(visible=locked), {"run": st.run_dir, "locked": locked}]
+        return [*locked_form(values, locked, output), handlers.command_html(v["command"], lang),
+                gr.update(value=v["ds_json"], visible=bool(v["ds_json"])), gr.update(visible=locked),
+                {"run": st.run_dir, "locked": locked}]
 
     def on_new_job(current_output, state):
         out = free_output(current_output, state.get("run_dir")) or current_output
@@ -117,10 +110,7 @@ def wire_attach(page: train_page.TrainPage, manager: JobManager, session: gr.Sta
         return [*[gr.skip()] * len(names), gr.skip(), {"run": run_dir, "locked": shown.get("locked", False)}]
 
     io = dict(show_progress="hidden")
-    loaded = demo.load(on_load, [stored, f.fields["output_dir"]], outputs, **io)
-    # a mark on the page once the form is settled: tests and the screenshot tool wait for it, not for a while
-    loaded.then(None, js="() => { document.body.dataset.zbLoaded = '1'; }", show_progress="hidden")
-    lang_radio.input(lambda value: value, [lang_radio], [stored], **io)
+    ctx.on_load(attach_form, [f.fields["output_dir"]], [*f.inputs, page.command, page.ds_json, page.new_job, view])
     page.new_job.click(on_new_job, [f.fields["output_dir"], session], [*f.inputs, page.new_job, view], **io)
     gr.Timer(FORM_TICK_S).tick(on_tick, [session, view, f.fields["output_dir"]], [*f.inputs, page.new_job, view],
                                concurrency_limit=None, queue=False, **io)

@@ -64,7 +64,7 @@ def widget(name: str, value, lang: str, gpus: list[devices.Gpu]) -> gr.component
     if t in (int, float):
         return gr.Number(value=value, precision=0 if t is int else None, info=words.help_text(name, lang), **kw)
     if typing.get_origin(t) is dict:
-        return gr.Code(value=value, language="json", lines=3, **kw)
+        return gr.Code(value=value, language="json", lines=3, buttons=[], **kw)  # gradio's own buttons say English
     return gr.Textbox(value=value, info=words.help_text(name, lang), **kw)
 
 
@@ -101,7 +101,7 @@ def render_devices(form: Form, names: list[str], job: spec.JobSpec, lang: str, g
                                       info=words.label("device_count_info", lang), elem_id="zb-device_count")
         for name in main:
             form.fields[name] = widget(name, getattr(job, name), lang, gpus)
-    with gr.Accordion(words.label("more_devices", lang), open=False) as acc:
+    with gr.Accordion(words.label("more_devices", lang), open=False, elem_id="zb-more-devices") as acc:
         render_fields(form, [n for n in names if n not in main and n != "gpu_ids"], job, lang, gpus)
     form.texts["more_devices"] = (acc, "label")
 

@@ -102,7 +102,8 @@ def command_html(cmd: command.Command, lang: str = "en") -> str:
     if cmd.deepspeed_config:
         path = html.escape(cmd.deepspeed_config)
         shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
-    where = html.escape(text("cli.run_from", lang, cwd=cmd.cwd))
+    shown = workspace.shown(cmd.cwd)  # where it runs, as the workspace names it: no machine's paths on the page
+    where = html.escape(text("page.run_from_workspace", lang) if shown == "." else text("cli.run_from", lang, cwd=shown))
     return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
 
 
@@ -288,7 +289,7 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
     if state.status == "failed":
         msg = f"**{text('page.could_not_start', lang)}** {html.escape(tr(state.message, lang))}"
     else:
-        msg = text("page.started", lang, run=state.run_dir, pid=state.launcher_pid or state.supervisor_pid or "-")
+        msg = text("page.started", lang, run=workspace.shown(state.run_dir), pid=state.launcher_pid or state.supervisor_pid or "-")
     return checked, state, "\n".join([msg, *notes])
 
 

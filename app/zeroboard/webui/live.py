@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import words
+from .. import words, workspace
 from ..job import record as events
 from ..planner.record import measured_vs_estimate
-from ..runs import monitor
+from ..runs import monitor, summary
 from ..runs.manager import JobManager
 from ..runs.state import JobState
 
@@ -89,6 +89,7 @@ class Snapshot:
     events_version: int = 0
     loss: list[dict] = field(default_factory=list)
     eval_loss: list[dict] = field(default_factory=list)  # the evaluation set's loss, drawn beside the training loss
+    has_eval: bool = False  # the run evaluates (a validation split or an evaluation set): its chart has that series
     lr: list[dict] = field(default_factory=list)
     tps: list[dict] = field(default_factory=list)
     gpu_rows: list[list] = field(default_factory=list)
@@ -102,7 +103,7 @@ class Snapshot:
     lang: str = words.DEFAULT
 
 
-def _dur(seconds: float | None) -> str:
+def dur_text(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     s = int(seconds)
@@ -132,12 +133,12 @@ def progress_html(reader: RunReader, state: JobState, lang: str = words.DEFAULT)
     compiling = compiling_op(reader.others) if state.active else None
     phase = "train" if (last or reader.start) else "compile" if compiling else "wait"
     if phase == "train":
-        text = words.text("progress_line", lang, step=step, total=total or "?", wall=_dur(wall), eta=_dur(eta))
+        text = words.text("progress_line", lang, step=step, total=total or "?", wall=dur_text(wall), eta=dur_text(eta))
     elif phase == "compile":
-        text = words.text("progress_compile", lang, op=compiling["op"], op_wall=_dur(time.time() - compiling["time"]),
-                          wall=_dur(wall))
+        text = words.text("progress_compile", lang, op=compiling["op"], op_wall=dur_text(time.time() - compiling["time"]),
+                          wall=dur_text(wall))
     else:
-        text = words.text("progress_wait", lang, wall=_dur(wall))
+        text = words.text("progress_wait", lang, wall=dur_text(wall))
     return (f'<div class="zb-progress" data-phase="{phase}" data-step="{step}" data-total="{total}">'
             f'<div class="zb-bar"><div style="width:{pct:.1f}%"></div></div><span>{html.escape(text)}</span></div>')
 
@@ -146,7 +147,7 @@ def status_html(state: JobState | None, lang: str) -> str:
     if state is None:
         return f'<div class="zb-status">{html.escape(words.status("idle", lang))}</div>'
     lines = [f'<span class="zb-badge zb-{state.status}">{html.escape(words.status(state.status, lang))}</span> '
-             f"<code>{html.escape(state.run_dir)}</code>"]
+             f"<code>{html.escape(workspace.shown(state.run_dir))}</code>"]
     message = words.tr(state.message, lang)
     if state.active and message and message != words.status(state.status, lang):
         lines.append(html.escape(message))
@@ -154,13 +155,13 @@ def status_html(state: JobState | None, lang: str) -> str:
     return f'<div class="zb-status" data-status="{state.status}">' + "<br>".join(lines) + "</div>"
 
 
-def _size(n: float | None) -> str:
+def size_text(n: float | None) -> str:
     if n is None:
         return "-"
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _pct(x: float | None) -> str:
+def pct_text(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
@@ -174,11 +175,12 @@ def memory_vs_plan_markdown(cmp: dict | None, lang: str) -> str:
     head = [t("mem_rank"), t("mem_estimate"), f"{t('mem_measured')} ({what})", t("mem_error")]
     if nvml:
         head += [t("mem_nvml"), t("mem_nvml_error")]
-    lines = [f"**{t('mem_vs_plan')}**", "", "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    title = t("mem_vs_plan" if cmp["what"] == "torch_peak_bytes" else "mem_vs_plan_cpu")
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in cmp["ranks"]:
-        row = [str(r["rank"]), _size(cmp["estimate_bytes"]), _size(r.get("measured_bytes")), _pct(r.get("error"))]
+        row = [str(r["rank"]), size_text(cmp["estimate_bytes"]), size_text(r.get("measured_bytes")), pct_text(r.get("error"))]
         if nvml:
-            row += [_size(r.get("nvml_peak_bytes")), _pct(r.get("nvml_error"))]
+            row += [size_text(r.get("nvml_peak_bytes")), pct_text(r.get("nvml_error"))]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"<small>{html.escape(t('mem_note'))}</small>"]
     return "\n".join(lines)
@@ -238,6 +240,8 @@ class Live:
         snap.loss = [{"step": e["step"], "loss": e["loss"]} for e in r.logs if e.get("loss") is not None]
         snap.eval_loss = [{"step": e["step"], "loss": e["eval_loss"]} for e in r.others
                           if e.get("event") == "eval" and e.get("eval_loss") is not None]
+        job = summary.job_values(state.run_dir)
+        snap.has_eval = bool(snap.eval_loss) or bool(job and (job["val_size"] or job["eval_dataset"]))
         snap.lr = [{"step": e["step"], "lr": e["lr"]} for e in r.logs if e.get("lr") is not None]
         snap.tps = [{"step": e["step"], "tokens/s": e["tokens_per_sec"]} for e in r.logs
                     if e.get("tokens_per_sec") is not None]

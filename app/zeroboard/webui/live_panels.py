@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from .. import words
+from .. import words, workspace
 from ..job import devices
 from ..runs import monitor
 from . import output_check, output_panel
@@ -66,30 +66,58 @@ def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
     return df.astype({c: ("string" if c == "series" else "float64") for c in columns})
 
 
-# fixed names, the metrics' own (as in the log and the result file), the same in every language: the plot's colours
-# are set on its first value
-LOSS_SERIES = {"loss": "#2563eb", "eval_loss": "#ea580c"}
+def loss_frame(train: list[dict], evals: list[dict], lang: str = words.DEFAULT, has_eval: bool = False) -> pd.DataFrame:
+    """The training loss, and the evaluation loss when the run evaluates, as series named in the page's language.
 
-
-def loss_frame(train: list[dict], evals: list[dict]) -> pd.DataFrame:
-    """Training and evaluation loss as two series; a series with no point yet gets an empty (NaN) one, so every
-    value the plot gets names both series (it keeps the series of its first value: see notes on gradio's LinePlot)."""
-    rows = [{**r, "series": "loss"} for r in train] + [{**r, "series": "eval_loss"} for r in evals]
+    A series with no point yet gets an empty (NaN) one, so the plot knows every series of the run from its first
+    value; a run without an evaluation set has no evaluation series (no empty legend entry)."""
+    train_name, eval_name = words.label("series.train", lang), words.label("series.eval", lang)
+    rows = [{**r, "series": train_name} for r in train] + [{**r, "series": eval_name} for r in evals]
     step = float(train[0]["step"]) if train else 0.0
-    rows += [{"step": step, "loss": float("nan"), "series": name} for name, has in (("loss", train), ("eval_loss", evals))
-             if not has]
+    wanted = ((train_name, train), (eval_name, evals)) if has_eval or evals else ((train_name, train),)
+    rows += [{"step": step, "loss": float("nan"), "series": name} for name, has in wanted if not has]
     return _frame(rows, ["step", "loss", "series"])
 
 
-def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
+def history_frame(rows: list[dict], lang: str = words.DEFAULT) -> pd.DataFrame:
+    """The memory history, its host and job series named in the page's language (GPUs keep their numbers)."""
+    names = {monitor.HOST_SERIES: words.label("series.host", lang), monitor.JOB_SERIES: words.label("series.job", lang)}
+    return _frame([{**r, "series": names.get(r["series"], r["series"])} for r in rows], ["seconds", "series", "MiB"])
+
+
+# gradio's LinePlot draws the series of the value it had when its (legend) title last changed: a chart whose series
+# change (another language, a run with an evaluation set) is sent its rows, then, on the next tick, its legend title
+# again with an invisible character added or taken away
+ZWSP = "\u200b"
+RELAID = (("loss", "axis_loss_series"), ("history", "axis_series"))
+
+
+def render_strip(lang: str) -> tuple[gr.HTML, gr.HTML, gr.Button]:
+    """The run's status and progress, in a strip that stays at the top of the Train tab while the form scrolls, with
+    a button that jumps to the live run below the form (its charts and log)."""
+    with gr.Row(elem_id="zb-strip", equal_height=False):
+        with gr.Column(scale=6, min_width=320):
+            status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
+            progress = gr.HTML(elem_id="zb-progress")
+        jump = gr.Button(words.label("live_jump", lang), size="sm", scale=0, min_width=140, elem_id="zb-live-jump")
+    jump.click(None, js="() => document.getElementById('zb-live')?.scrollIntoView({block: 'start'})")
+    return status, progress, jump
+
+
+def render_live(lang: str, gpus: list[devices.Gpu], strip: tuple[gr.HTML, gr.HTML] | None = None) -> LivePanels:
+    """The live run under the form; its status and progress are the strip's (``render_strip``), or its own."""
     t = lambda key: words.label(key, lang)  # noqa: E731
     texts = {}
-    with gr.Row():
+    with gr.Row(elem_id="zb-live"):
         run = gr.Dropdown([], label=t("run"), allow_custom_value=True, scale=3, elem_id="zb-run")
-        status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
-    progress = gr.HTML(elem_id="zb-progress")
+        if strip is None:
+            status = gr.HTML(words.status("idle", lang), elem_id="zb-status")
+    if strip is None:
+        progress = gr.HTML(elem_id="zb-progress")
+    else:
+        status, progress = strip
     with gr.Row():
-        loss = gr.LinePlot(loss_frame([], []), x="step", y="loss", color="series", color_map=LOSS_SERIES, label=t("loss"),
+        loss = gr.LinePlot(loss_frame([], [], lang), x="step", y="loss", color="series", label=t("loss"),
                            x_title=t("axis_step"), y_title=t("loss"), color_title=t("axis_loss_series"), height=220,
                            elem_id="zb-loss")
         lr = gr.LinePlot(_frame([], ["step", "lr"]), x="step", y="lr", label=t("lr"), x_title=t("axis_step"),
@@ -100,12 +128,15 @@ def render_live(lang: str, gpus: list[devices.Gpu]) -> LivePanels:
     log.change(None, js=STICK_TO_BOTTOM, show_progress="hidden")
     download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
     with gr.Accordion(t("memory") if gpus else t("memory_cpu"), open=True) as mem:
-        gpu_table = gr.Dataframe(headers=words.headers("gpus", lang), label=t("gpus"), interactive=False) if gpus else None
+        # no copy / fullscreen buttons: their labels are gradio's own, in English only
+        gpu_table = gr.Dataframe(headers=words.headers("gpus", lang), label=t("gpus"), interactive=False,
+                                 buttons=[]) if gpus else None
         host = gr.Markdown(elem_id="zb-host")
         # the process table has the page's width: every column readable, no sideways scrolling (course screenshots)
-        procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, elem_id="zb-procs")
+        procs = gr.Dataframe(headers=words.headers("procs", lang), label=t("processes"), interactive=False, buttons=[],
+                             elem_id="zb-procs")
         first = monitor.history_rows([monitor.take_sample(None)])  # every series, so each gets drawn
-        history = gr.LinePlot(_frame(first, ["seconds", "series", "MiB"]), x="seconds", y="MiB", color="series",
+        history = gr.LinePlot(history_frame(first, lang), x="seconds", y="MiB", color="series",
                               label=t("history"), x_title=t("axis_seconds"), y_title="MiB", color_title=t("axis_series"),
                               height=220, elem_id="zb-history")
         mem_plan = gr.Markdown(elem_id="zb-mem-vs-plan")
@@ -139,26 +170,46 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
     def changed(key, value):
         return fresh or seen.get(key) != value
 
-    events_new = changed("events", snap.events_version)
+    # what names each chart's series; which series each chart was sent rows for, and was last redrawn for
+    series = {"loss": [snap.lang, snap.has_eval], "history": [snap.lang]}
+    sent = dict(seen.get("sent") or {})
+    laid = {} if seen.get("lang") != snap.lang else dict(seen.get("laid") or {})  # a switch relabels (redraws) them
+    due = {"loss": changed("events", snap.events_version), "history": changed("sample", snap.sample_time)}
+    rows = {"loss": lambda: loss_frame(snap.loss, snap.eval_loss, snap.lang, snap.has_eval),
+            "history": lambda: history_frame(snap.history, snap.lang)}
+    chart_out, sent_rows = {}, {}
+    for chart, title in RELAID:
+        if sent.get(chart) != series[chart]:  # new series: their rows first ...
+            chart_out[chart], sent[chart], sent_rows[chart] = rows[chart](), series[chart], True
+        elif (laid.get(chart) or [None])[0] != series[chart]:  # ... then the title, which makes the chart draw them
+            zwsp = not (laid.get(chart) or [None, False])[1]
+            laid[chart] = [series[chart], zwsp]
+            chart_out[chart] = gr.update(color_title=words.label(title, snap.lang) + (ZWSP if zwsp else ""))
+            sent_rows[chart] = False
+        elif due[chart]:
+            chart_out[chart], sent_rows[chart] = rows[chart](), True
+        else:
+            chart_out[chart], sent_rows[chart] = skip, True
+    events_new = due["loss"] and sent_rows["loss"]  # rows held back by a redraw go out on the next tick
+    sampled = due["history"] and sent_rows["history"]
     log_new = changed("log", snap.log_version)
     status_key = (snap.status, snap.status_md)
     download_due = changed("download", snap.log_path)
     out = [
         snap.status_md if changed("status", status_key) else skip,
         snap.progress_html,
-        loss_frame(snap.loss, snap.eval_loss) if events_new else skip,
+        chart_out["loss"],
         _frame(snap.lr, ["step", "lr"]) if events_new else skip,
         _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip,
         snap.log_text if log_new else skip,
         gr.update(value=downloadable(snap.log_path)) if download_due else skip,
     ]
-    sampled = changed("sample", snap.sample_time)
     if p.gpus is not None:
         out.append({"headers": words.headers("gpus", snap.lang), "data": snap.gpu_rows} if sampled else skip)
     out += [
         snap.host if sampled else skip,
         {"headers": words.headers("procs", snap.lang), "data": snap.proc_rows} if sampled else skip,
-        _frame(snap.history, ["seconds", "series", "MiB"]) if sampled else skip,
+        chart_out["history"],
         snap.final_md if changed("status", status_key) else skip,
         snap.mem_md if changed("mem", snap.mem_md) else skip,
     ]
@@ -169,9 +220,11 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
         out += output_panel.relabel_saved(output_check.view(snap.run_dir, snap.status, snap.lang))
     else:
         out += [skip] * len(output_panel.outputs(p.check))
-    seen = {"run_dir": snap.run_dir, "started": snap.started, "events": snap.events_version, "log": snap.log_version,
-            "status": status_key, "sample": snap.sample_time,
-            "download": snap.log_path, "mem": snap.mem_md, "check": check_key, "lang": snap.lang}
+    seen = {"run_dir": snap.run_dir, "started": snap.started, "log": snap.log_version,
+            "events": snap.events_version if sent_rows["loss"] or not due["loss"] else None,
+            "sample": snap.sample_time if sent_rows["history"] or not due["history"] else None,
+            "status": status_key, "download": snap.log_path, "mem": snap.mem_md, "check": check_key, "lang": snap.lang,
+            "sent": sent, "laid": laid}
     return out, seen
 
 
@@ -187,11 +240,13 @@ def downloadable(path: str | None) -> str | None:
     return str(p)
 
 
-def run_choices(live: Live) -> list[str]:
-    return live.manager.run_dirs()
+def run_choices(live: Live) -> list[tuple[str, str]]:
+    """The runs of the index, named as the workspace sees them (``runs/demo``), each standing for its folder."""
+    return [(workspace.shown(r), r) for r in live.manager.run_dirs()]
 
 
-def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo: gr.Blocks) -> None:
+def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, ctx) -> None:
+    """The tick, the run list, and (a load step of ``ctx``, a ``pages.Context``) the run a fresh page follows."""
     def tick(state, view, lang_value):
         snap = live.snapshot(state.get("run_dir"), lang_value)
         updates, seen = render_snapshot(p, snap, view.get("seen"), time.time())
@@ -200,7 +255,7 @@ def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo
             run_update = gr.update(choices=run_choices(live), value=snap.run_dir)
         return [*updates, run_update, {"seen": seen, "listed": snap.run_dir}]
 
-    def on_load(state):
+    def follow_current(state, _lang):
         job = live.manager.current()
         run_dir = job.run_dir if job is not None else None
         return gr.update(choices=run_choices(live), value=run_dir), {**state, "run_dir": run_dir}
@@ -215,4 +270,4 @@ def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, demo
     p.timer.tick(tick, [session, p.view, lang], [*outputs(p), p.run, p.view], show_progress="hidden",
                  concurrency_limit=None, queue=False)
     p.run.input(on_pick, [p.run, session], [session], show_progress="hidden")
-    demo.load(on_load, [session], [p.run, session], show_progress="hidden")
+    ctx.on_load(follow_current, [session], [p.run, session])

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import words, workspace
-from ..data.demo import DEMO_PROMPTS
+from ..data.demo import DEMO_PROMPTS, DEMO_PROMPTS_ZH
 from ..job import checks, folders, record
 from ..outputs.inspect import OutputError, inspect
 from ..runs.manager import JobManager
@@ -30,6 +30,7 @@ from ..runs.manager import JobManager
 CHECK_TIMEOUT_S = 600.0  # reload + greedy answers of the tuned and the base model
 EXPORT_TIMEOUT_S = 1800.0  # consolidate / merge: loads and writes a whole model
 DEFAULT_PROMPTS = "\n".join(DEMO_PROMPTS)
+PROMPTS = {"en": DEFAULT_PROMPTS, "zh": "\n".join(DEMO_PROMPTS_ZH)}  # the demo's questions, in the page's language
 SUFFIX = {"consolidate": "consolidated", "merge": "merged"}
 
 
@@ -62,8 +63,10 @@ def view(run_dir: str | None, status: str, lang: str = words.DEFAULT) -> View:
         return View(True, words.text("page.nothing_to_check", lang, why=words.tr(e.args[0], lang)))
     kinds = {i.kind for i in ins.items}
     adapter = "lora_adapter" in kinds
-    return View(True, ins.text(lang), can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
-                consolidate_dir=new_dir_name(run_dir, "consolidate"), merge_dir=new_dir_name(run_dir, "merge"))
+    saved = ins.text(lang).replace(str(run_dir), workspace.shown(run_dir))  # paths as the workspace names them
+    return View(True, saved, can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
+                consolidate_dir=workspace.shown(new_dir_name(run_dir, "consolidate")),
+                merge_dir=workspace.shown(new_dir_name(run_dir, "merge")))
 
 
 def not_ready(manager: JobManager, run_dir: str | None, lang: str = words.DEFAULT) -> str | None:

@@ -42,7 +42,7 @@ def render_output_check(lang: str) -> OutputPanel:
     with gr.Accordion(t("output_check"), open=True, visible=False, elem_id="zb-output-check") as box:
         saved = gr.Textbox(label=t("saved"), lines=3, max_lines=10, interactive=False, elem_id="zb-saved")
         with gr.Row(equal_height=False):
-            prompts = gr.Textbox(output_check.DEFAULT_PROMPTS, label=t("prompts"), lines=4, max_lines=12, scale=4,
+            prompts = gr.Textbox(output_check.PROMPTS[lang], label=t("prompts"), lines=4, max_lines=12, scale=4,
                                  elem_id="zb-prompts")
             reload = gr.Button(t("reload"), variant="primary", scale=1, elem_id="zb-reload-btn")
         answers = gr.Markdown(elem_id="zb-answers")
@@ -110,5 +110,11 @@ def wire_output_check(p: OutputPanel, manager: JobManager, session: gr.State, la
     io = dict(show_progress="hidden")
     p.reload.click(on_reload, [session, p.prompts, lang], [p.answers, p.message, p.report], **io)
     lang.change(on_lang, [p.report, lang], [p.answers], show_progress="hidden")
+
+    def on_lang_prompts(prompts, lang_value):  # the demo's questions follow the page's language; one's own stay
+        defaults = {text.strip() for text in output_check.PROMPTS.values()}
+        return output_check.PROMPTS[lang_value] if (prompts or "").strip() in defaults else gr.skip()
+
+    lang.change(on_lang_prompts, [p.prompts, lang], [p.prompts], show_progress="hidden")
     p.consolidate.click(exporter("consolidate"), [session, p.consolidate_dir, lang], [p.message, p.consolidate_dir], **io)
     p.merge.click(exporter("merge"), [session, p.merge_dir, lang], [p.message, p.merge_dir], **io)

@@ -1,4 +1,6 @@
-"""The Train page's form, buttons and command preview: render_train() builds, wire_train() connects.
+"""The Train page: its form, buttons and command preview (render_train / wire_train), and under them the live
+run (``live_panels``) whose status and progress stay in a strip at the top of the tab.  Registered as the page
+``train`` (``PAGE``).
 
 Preview and Start both go through handlers.check (validate everything, then
 build the command); Start runs the command it built, on the port the preview
@@ -15,7 +17,7 @@ import gradio as gr
 from .. import planner, words
 from ..job import devices, spec
 from ..runs.manager import JobManager
-from . import data_view, form as formmod, handlers, plan_panel
+from . import attach, data_view, form as formmod, handlers, live_panels, pages, plan_panel
 
 
 @dataclass
@@ -68,7 +70,10 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
             f.texts["args_path"] = (args_path, "label")
     message = gr.Markdown(elem_id="zb-message")
     command = gr.HTML(label=words.label("command", lang), show_label=True, container=True, elem_id="zb-command")
-    ds_json = gr.Code(language="json", label=words.label("ds_json", lang), elem_id="zb-ds-json", lines=8)
+    # shown once there is a DeepSpeed config to show (none with stage none: no empty panel); without gradio's copy and
+    # download buttons, which say "Copy" and "Download" in every language (the file is named in the command)
+    ds_json = gr.Code(language="json", label=words.label("ds_json", lang), elem_id="zb-ds-json", lines=8, visible=False,
+                      buttons=[])
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
     return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, new_job, args_path,
@@ -82,10 +87,11 @@ def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpe
         with gr.Column(scale=3):
             formmod.render_section(f, "devices", names, job, lang, gpus)
         with gr.Column(scale=2, min_width=320):
-            with gr.Accordion(words.label("plan", lang), open=True) as acc:
+            key = "plan" if gpus else "plan_cpu"  # memory on GPUs (显存), host memory on CPU processes (内存)
+            with gr.Accordion(words.label(key, lang), open=True) as acc:
                 plan = gr.Markdown(planner.panel(job, gpus, lang), max_height=460, elem_id="zb-plan")
             fit = plan_panel.render_fit(f, lang)
-    f.texts["plan"] = (acc, "label")
+    f.texts[key] = (acc, "label")
     return plan, fit
 
 
@@ -97,8 +103,9 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
 
     def shown(checked: handlers.Checked, lang_value: str, message: str) -> list:
         cmd = checked.command
+        ds = handlers.deepspeed_json(cmd)
         return [*formmod.field_updates(f, checked.errors, lang_value), message,
-                handlers.command_html(cmd, lang_value) if cmd else "", handlers.deepspeed_json(cmd)]
+                handlers.command_html(cmd, lang_value) if cmd else "", gr.update(value=ds, visible=bool(ds))]
 
     def on_preview(*args):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
@@ -169,3 +176,41 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     plan_triggers = [f.fields[name].change for name in handlers.plan_fields(gpus) if name in f.fields] + [lang.change]
     gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)
     plan_panel.wire_fit(page.fit, f, gpus, lang)
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+@dataclass
+class TrainView(pages.View):
+    page: TrainPage | None = None
+    panels: live_panels.LivePanels | None = None
+    device_count_key: str = "device_count"
+
+    def relabel_outputs(self) -> list:
+        extra = [b for k, (b, _) in self.panels.texts.items() if k not in self.page.form.texts]
+        return formmod.relabel_outputs(self.page.form) + extra + [self.page.form.device_count]
+
+    def relabel(self, lang: str) -> list:
+        form = self.page.form
+        out = formmod.relabel(form, lang)
+        out += [pages.text_update(key, target, lang) for key, target in self.panels.texts.items() if key not in form.texts]
+        out.append(gr.update(label=words.label("device_count", lang), info=words.label("device_count_info", lang)))
+        return out
+
+
+def render(ctx: pages.Context) -> TrainView:
+    strip = live_panels.render_strip(ctx.lang)
+    page = render_train(ctx.job, ctx.lang, ctx.gpus)
+    panels = live_panels.render_live(ctx.lang, ctx.gpus, strip=strip[:2])
+    page.form.texts["live_jump"] = (strip[2], "value")
+    return TrainView(page=page, panels=panels)
+
+
+def wire(view: TrainView, ctx: pages.Context) -> None:
+    wire_train(view.page, ctx.manager, ctx.gpus, ctx.session, ctx.lang_radio)
+    live_panels.wire_live(view.panels, ctx.live, ctx.session, ctx.lang_radio, ctx)
+    attach.wire_attach(view.page, ctx.manager, ctx.session, ctx)
+
+
+PAGE = pages.register(pages.Page("train", "tab.train", render, wire, order=10))

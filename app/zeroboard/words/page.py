@@ -1,7 +1,7 @@
 """The page's own words: buttons, panels, statuses, table headers (spec fields are in ``fields``)."""
 
 WORDS: dict[str, tuple[str, str]] = {
-    "title": ("ZeroBoard · Train", "ZeroBoard · 训练"),
+    "title": ("ZeroBoard · fine-tuning with DeepSpeed ZeRO", "ZeroBoard · 用 DeepSpeed ZeRO 微调"),
     "lang": ("Language", "语言"),
     "section_model": ("Model", "模型"),
     "section_data": ("Data", "数据"),
@@ -38,8 +38,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "progress": ("Progress", "进度"),
     "final": ("Final status", "最终状态"),
     "plan": ("Memory plan (per device)", "显存估算(每个设备)"),
+    "plan_cpu": ("Memory plan (per CPU process)", "内存估算(每个 CPU 进程)"),
     "use_setting": ("Use this setting (the fastest that fits)", "使用此设置(放得下的最快设置)"),
     "mem_vs_plan": ("Memory plan vs measured peak, per rank", "显存估算与实测峰值对比(每个进程)"),
+    "mem_vs_plan_cpu": ("Memory plan vs measured peak, per rank", "内存估算与实测峰值对比(每个进程)"),
     "mem_rank": ("rank", "进程"),
     "mem_estimate": ("estimate", "估算"),
     "mem_measured": ("measured peak", "实测峰值"),
@@ -201,8 +203,9 @@ WORDS: dict[str, tuple[str, str]] = {
     "page.saving": ("Saving {run} at its next logged step (a checkpoint and the result), then it stops as finished.",
                     "{run} 将在下一个记录日志的步骤保存(检查点和结果),然后作为已完成停止。"),
     "new_job": ("New job from these settings", "用这些设置新建任务"),
+    "page.run_from_workspace": ("# run from the workspace folder", "# 在工作区目录中运行"),
     "axis_step": ("step", "步数"),
     "axis_seconds": ("seconds", "秒"),
-    "axis_series": ("memory (RAM: host, RSS: job)", "内存(RAM:主机,RSS:任务)"),
-    "axis_loss_series": ("loss = train, eval_loss = eval", "曲线(loss:训练,eval_loss:评估)"),
+    "axis_series": ("memory", "内存"),
+    "axis_loss_series": ("curve", "曲线"),
 }

@@ -1,0 +1,292 @@
+"""What the Runs page shows and does, as plain functions of plain values (no gradio; the tests call these).
+
+The list: one row per run of the workspace (``runs.summary``), filtered and
+paged (``PAGE_SIZE`` a page; the index keeps every run).  The comparison of
+the selected runs: their curves (rows for the overlaid charts), the job
+fields that differ, and the memory and speed per setting (``runs.compare``).
+One run opened: its command, checkpoints, plan vs measured, outputs and the
+end of its log.  Resume starts the run again from its last whole checkpoint
+through the Train page's own launch path (``handlers.start``); Start again
+hands its job to the Train form with a new output folder.  Delete and
+archive go through ``runs.housekeeping`` after a confirmation.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import words, workspace
+from ..job import devices, folders, record, spec
+from ..planner.record import measured_vs_estimate
+from ..runs import compare, housekeeping, outcome, summary
+from ..runs.manager import JobManager
+from ..words import text, tr
+from . import attach, handlers, output_check
+from .live import dur_text, memory_vs_plan_markdown, size_text
+
+PAGE_SIZE = 50
+LOG_LINES = 30
+ARCHIVED = "archived"  # the status filter's value for the archived runs
+
+
+@dataclass
+class RunsState:
+    """One browser tab's Runs page: the list's page, the runs selected, the one opened, an action awaiting its OK."""
+
+    page: int = 0
+    selected: list[str] = field(default_factory=list)
+    opened: str | None = None
+    pending: tuple[str, str] | None = None  # (delete | archive, run)
+
+
+# --- the list ----------------------------------------------------------------------------
+
+
+@dataclass
+class Listing:
+    rows: list[list[str]]
+    runs: list[str]  # the run of each row
+    count: str  # "12 of 150 runs · page 1 of 1"
+    page: int
+    choices: list[tuple[str, str]]  # every listed run (all pages), for the selection box
+
+
+def status_choices(lang: str) -> list[tuple[str, str]]:
+    from ..runs.state import STATUSES
+
+    return ([(text("runs.all", lang), "")] + [(words.status(s, lang), s) for s in STATUSES]
+            + [(text("runs.archived_only", lang), ARCHIVED)])
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def setting(stage: str, offload: bool) -> str:
+    return f"{stage} + offload" if offload else stage
+
+
+def devices_text(kind: str, ids: list[int]) -> str:
+    return f"cpu × {len(ids) or 1}" if kind == "cpu" else "GPU " + ",".join(map(str, ids))
+
+
+def row(s: summary.RunSummary, lang: str, now: float | None = None) -> list[str]:
+    method = f"LoRA r{s.lora_rank}" if s.method == "lora" and s.lora_rank else (text("plan.finetuning.full", lang)
+                                                                             if s.method == "full" else s.method)
+    steps = f"{s.step if s.step is not None else '-'}/{s.total_steps or '?'}"
+    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "-"
+    return [workspace.shown(s.run_dir), words.status(s.status, lang), workspace.shown(s.model) if s.model else "-",
+            method.strip() or "-", setting(s.stage, s.offload), devices_text(s.device_kind, s.devices), steps,
+            _num(s.loss), _num(s.eval_loss), "-" if s.tokens_per_sec is None else f"{s.tokens_per_sec:,.0f}",
+            size_text(max(s.peaks)) if s.peaks else "-", dur_text(s.duration(now)) if s.started else "-", started]
+
+
+def listing(manager: JobManager, filter_text: str = "", status: str = "", page: int = 0,
+            lang: str = words.DEFAULT) -> Listing:
+    """The runs matching the filter, one page of them as table rows (newest first)."""
+    every = summary.summaries(manager)
+    filter_text, status = filter_text or "", status or ""  # a tab not shown yet sends no values
+    archived = status == ARCHIVED
+    shown = [s for s in every if summary.matches(s, filter_text, "" if archived else status, archived)]
+    pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
+    page = min(max(0, page), pages - 1)
+    chunk = shown[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]
+    now = time.time()
+    count = text("runs.count", lang, shown=len(shown), total=len(every), page=page + 1, pages=pages) if every \
+        else text("runs.none", lang)
+    return Listing([row(s, lang, now) for s in chunk], [s.run_dir for s in chunk], count, page,
+                   [(workspace.shown(s.run_dir), s.run_dir) for s in every])
+
+
+def toggle(selected: list[str], run_dir: str) -> list[str]:
+    return [r for r in selected if r != run_dir] if run_dir in selected else [*selected, run_dir]
+
+
+def chosen(manager: JobManager, run_dirs: list[str]) -> list[summary.RunSummary]:
+    """The summaries of these runs, in this order (runs no longer in the index are left out)."""
+    by_dir = {s.run_dir: s for s in summary.summaries(manager)}
+    return [by_dir[r] for r in run_dirs if r in by_dir]
+
+
+# --- the comparison ----------------------------------------------------------------------
+
+
+def curve_rows(runs: list[summary.RunSummary]) -> dict[str, list[dict]]:
+    """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr": [{"step", "value", "run"}]}``."""
+    out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": []}
+    for run_dir, series in compare.curves(runs).items():
+        name = workspace.shown(run_dir)
+        for key, pts in series.items():
+            out[key] += [{"step": float(step), "value": value, "run": name} for step, value in pts]
+    return out
+
+
+def _cell(value, lang: str = words.DEFAULT) -> str:
+    if isinstance(value, bool):
+        return text("runs.yes" if value else "runs.no", lang)
+    if isinstance(value, (list, dict)) or value is None:
+        value = json.dumps(value, ensure_ascii=False)
+    return html.escape(str(value)).replace("|", "&#124;")
+
+
+def diff_markdown(run_dirs: list[str], lang: str) -> str:
+    d = compare.spec_diff(run_dirs)
+    lines = [f"**{text('runs.diff_title', lang)}**", ""]
+    lines += [f"- {html.escape(text('runs.diff_unreadable', lang, run=workspace.shown(r)))}" for r in d.unreadable]
+    if not d.fields:
+        return "\n".join([*lines, text("runs.diff_none", lang)])
+    head = [text("runs.diff_field", lang)] + [f"`{_cell(workspace.shown(r))}`" for r in d.names]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([f"`{name}`", *[_cell(v, lang) for v in values]]) + " |" for name, values in d.fields]
+    return "\n".join(lines)
+
+
+def course_markdown(runs: list[summary.RunSummary], lang: str) -> str:
+    """The table a course prints: per setting, measured peak per device, the plan, tokens/s, seconds per step."""
+    rows = compare.course_rows(runs)
+    if not rows:
+        return ""
+    gpu = any(r.device_kind == "cuda" for r in rows)
+    head = words.headers("course", lang)
+    lines = [f"**{text('runs.course_title_gpu' if gpu else 'runs.course_title', lang)}**", "",
+             "| " + " | ".join(head) + " |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    yes, no = text("runs.yes", lang), text("runs.no", lang)
+    for r in rows:
+        peaks = " · ".join(size_text(p) for p in r.peaks) if r.peaks else "-"
+        err = "-" if r.error is None else f"{100 * r.error:+.1f}%"
+        tps = "-" if r.tokens_per_sec is None else f"{r.tokens_per_sec:,.0f}"
+        step = "-" if r.step_time is None else f"{r.step_time:.3f}"
+        lines.append(f"| `{_cell(workspace.shown(r.run_dir))}` | {r.stage} | {yes if r.offload else no} | {r.devices} "
+                     f"| {peaks} | {size_text(r.planned) if r.planned else '-'} | {err} | {tps} | {step} |")
+    what = text("runs.what.torch" if gpu else "runs.what.rss", lang)
+    lines += ["", f"<small>{html.escape(text('runs.course_note', lang, what=what))}</small>"]
+    return "\n".join(lines)
+
+
+# --- one run -----------------------------------------------------------------------------
+
+
+def detail_markdown(manager: JobManager, run_dir: str, lang: str) -> str:
+    """The opened run: status, command, checkpoints, plan vs measured, outputs, the end of its log."""
+    st = manager.state(run_dir)
+    if st is None:
+        return text("runs.not_registered", lang, run=run_dir)
+    shown = workspace.shown(run_dir)
+    parts = [f"### {html.escape(text('runs.detail', lang, run=shown))}",
+             f'<span class="zb-badge zb-{st.status}">{html.escape(words.status(st.status, lang))}</span> '
+             + html.escape(tr(st.message, lang) if st.message != st.status else "")]
+    view = attach.run_view(run_dir)
+    if view is not None:
+        parts.append(handlers.command_html(view["command"], lang))
+    done, _ = folders.checkpoints(st.output)
+    parts.append(text("runs.checkpoints", lang, names=", ".join(p.name for p in done)) if done
+                 else text("runs.no_checkpoints", lang))
+    mem = memory_vs_plan_markdown(measured_vs_estimate(run_dir, st.output), lang)
+    if mem:
+        parts.append(mem)
+    saved = output_check.view(run_dir, st.status, lang)
+    if saved.visible:
+        parts.append(f"**{html.escape(words.label('saved', lang))}**\n\n{_pre(shown_paths(saved.saved, run_dir))}")
+    log = outcome.tail_lines(Path(run_dir) / record.LOG_FILE, LOG_LINES)
+    parts.append(f"**{html.escape(text('runs.log_tail', lang, n=LOG_LINES))}**\n\n"
+                 + _pre("\n".join(log) or text("runs.no_log", lang)))
+    return "\n\n".join(parts)
+
+
+def _pre(body: str) -> str:
+    """Text kept as it is (a log, a listing), in a plain block: no copy button with gradio's English label."""
+    return f'<pre class="zb-pre">{html.escape(body)}</pre>'
+
+
+def shown_paths(body: str, *paths: str | None) -> str:
+    """Text that names these folders, each as the workspace names it (``runs/demo``)."""
+    for p in sorted((str(p) for p in paths if p), key=len, reverse=True):
+        body = body.replace(p, workspace.shown(p))
+    return body
+
+
+def resume(manager: JobManager, gpus: list[devices.Gpu], run_dir: str, lang: str, port: int | None = None):
+    """Start the run again from its last whole checkpoint, through the Train page's launch path.
+
+    Returns (form values of the resumed job or None, the Train page's message, the new state or None)."""
+    entry = manager.registry.entry(run_dir)
+    if entry is None:
+        return None, text("runs.not_registered", lang, run=run_dir), None
+    if entry.get("archived"):
+        return None, text("runs.restore_first", lang, run=workspace.shown(run_dir)), None
+    job = _job(run_dir)
+    if job is None:
+        return None, text("runs.no_job", lang, run=workspace.shown(run_dir), file=record.SPEC_FILE), None
+    st = manager.state_of(entry)
+    if folders.last_checkpoint(st.output) is None:
+        return None, text("runs.no_checkpoint", lang, run=workspace.shown(run_dir)), None
+    job.resume, job.output_dir = True, workspace.shown(run_dir)
+    values = handlers.spec_to_form(job)
+    checked, state, message = handlers.start(_drop_gpu_ids(values, gpus), gpus, manager, port=port, lang=lang)
+    return values, message, state
+
+
+def start_again(run_dir: str, lang: str) -> tuple[dict | None, str]:
+    """The run's requested job as Train form values, in a new output folder (nothing is started)."""
+    job = _job(run_dir)
+    if job is None:
+        return None, text("runs.no_job", lang, run=workspace.shown(run_dir), file=record.SPEC_FILE)
+    out = folders.free_dir_name(Path(run_dir))
+    job.resume, job.output_dir = False, workspace.shown(out)
+    return handlers.spec_to_form(job), text("runs.loaded_again", lang, run=workspace.shown(run_dir), out=job.output_dir)
+
+
+def _job(run_dir: str) -> spec.JobSpec | None:
+    try:
+        return spec.load_yaml(Path(run_dir) / record.SPEC_FILE)
+    except spec.SpecError:
+        return None
+
+
+def _drop_gpu_ids(values: dict, gpus: list[devices.Gpu]) -> dict:
+    return values if gpus else {k: v for k, v in values.items() if k != "gpu_ids"}
+
+
+# --- delete and archive ----------------------------------------------------------------------
+
+
+def folder_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def confirm_text(manager: JobManager, action: str, run_dir: str, lang: str) -> tuple[str, bool]:
+    """What the confirmation asks, or why the action is refused at once: (markdown, whether to ask)."""
+    why = housekeeping.why_not(manager, run_dir) if action != "restore" else None
+    if why is not None:
+        return html.escape(shown_paths(tr(why, lang), run_dir)), False
+    shown = workspace.shown(run_dir)
+    if action == "delete":
+        return text("runs.confirm_delete", lang, run=shown, size=size_text(folder_size(Path(run_dir)))), True
+    return text("runs.confirm_archive", lang, run=shown, to=workspace.shown(housekeeping.archive_path(Path(run_dir)))), True
+
+
+def act(manager: JobManager, action: str, run_dir: str, lang: str) -> tuple[str, str | None]:
+    """Do the confirmed action. Returns (message, the run's folder afterwards: None once deleted)."""
+    try:
+        if action == "delete":
+            return shown_paths(tr(housekeeping.delete(manager, run_dir), lang), run_dir), None
+        if action == "archive":
+            msg, new = housekeeping.archive(manager, run_dir)
+        else:
+            msg, new = housekeeping.restore(manager, run_dir)
+    except housekeeping.Refused as e:
+        return shown_paths(tr(e.args[0], lang), run_dir), run_dir
+    return shown_paths(tr(msg, lang), run_dir, new), new
