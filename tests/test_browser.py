@@ -149,6 +149,7 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
         assert page.get_by_text(label, exact=True).first.is_visible(), label
 
     assert "no DeepSpeed" in page.locator("#zb-plan").inner_text()  # the memory plan, on the first paint
+    assert not page.locator("#zb-ds-json").is_visible()  # no DeepSpeed config yet: no empty box
     choose(page, "deepspeed_stage", "2")
     page.locator("#zb-offload input[type=checkbox]").check()
     page.wait_for_function("() => document.querySelector('#zb-plan').innerText.includes('Memory plan: ZeRO-2')")
@@ -157,6 +158,7 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     mark.wait_for()
     assert mark.inner_text() == "cache/ds_z2_offload_config.json"
     shown = page.locator("#zb-command pre").inner_text()
+    assert page.locator("#zb-command pre").evaluate("e => getComputedStyle(e).wordBreak") != "break-all"  # no --deepspee|d
     assert "CUDA_VISIBLE_DEVICES=''" in shown and "--deepspeed cache/ds_z2_offload_config.json" in shown
     page.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     code = page.locator("#zb-ds-json .cm-content").inner_text()
@@ -177,8 +179,9 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     assert step(page) == 60
     assert "finished" in page.locator("#zb-final").inner_text()
     assert page.locator("#zb-loss svg, #zb-loss canvas").count() > 0
-    for plot, entry in (("#zb-loss", "eval_loss"), ("#zb-history", "RSS")):  # each legend names its series in sight
+    for plot, entry in (("#zb-loss", "train"), ("#zb-history", "job RSS")):  # each legend names its series in sight
         assert legend_in_card(page, plot, entry), f"{plot}: the legend entry {entry} is cut off"
+    assert not legend_in_card(page, "#zb-loss", "eval")  # no evaluation set: no evaluation series in the legend
     log = page.locator("#zb-log textarea").input_value()
     assert "[rank0]:" in log and "[rank1]:" in log
 
@@ -213,7 +216,7 @@ def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, pag
     page.wait_for_selector("#zb-preview:text('预览命令')")
     for label in ("设备数量", "DeepSpeed stage", "使用 offload", "开始"):
         assert page.get_by_text(label, exact=True).first.is_visible(), label
-    page.wait_for_selector("#zb-plan :text('显存估算')")  # the memory plan follows the language too
+    page.wait_for_selector("#zb-plan :text('内存估算')")  # the memory plan follows the language too (CPU: 内存)
     assert "Memory plan" not in page.locator("#zb-plan").inner_text()
 
 

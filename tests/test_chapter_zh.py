@@ -133,7 +133,7 @@ def test_the_chapter_in_chinese(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
     pg = opened(context, url + "?lang=zh")
     pg.wait_for_selector("#zb-preview:text-is('预览命令')")
-    pg.wait_for_selector("#zb-plan :text('显存估算')")
+    pg.wait_for_selector("#zb-plan :text('内存估算')")  # CPU processes: the host's memory
     for word in ("设备数量", "DeepSpeed stage", "使用 offload", "预览命令", "开始", "中断"):
         assert pg.get_by_text(word, exact=True).first.is_visible(), word
     assert_chinese(pg, "the form")
@@ -143,7 +143,7 @@ def test_the_chapter_in_chinese(browser, server):
     pg.locator("#zb-offload input[type=checkbox]").check()
     pg.locator("#zb-preview").click()
     assert pg.locator("#zb-command mark.zb-ds").inner_text() == "cache/ds_z2_offload_config.json"
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在 ")  # where it runs, said in Chinese too
+    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")  # where it runs, in Chinese too
     pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     assert_chinese(pg, "the preview")
 
@@ -175,7 +175,7 @@ def test_the_chapter_in_chinese(browser, server):
     assert pg.locator("#zb-offload input[type=checkbox]").is_checked()
     assert pg.locator("#zb-offload input[type=checkbox]").is_disabled()
     assert "ds_z2_offload_config.json" in pg.locator("#zb-command").inner_text()
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在 ")
+    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")
     assert "offload_optimizer" in pg.locator("#zb-ds-json").inner_text()
     assert_chinese(pg, "a reload during the run")
 

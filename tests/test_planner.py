@@ -349,7 +349,7 @@ def test_plan_command(tmp_path, capsys):
     assert out["params"] == 1352 and out["setting"] == "no DeepSpeed" and out["fits"] is True
     args.json, args.lang = False, "zh"
     assert cmd_plan(args) == 0
-    assert capsys.readouterr().out.startswith("### 显存估算:不用 DeepSpeed,")
+    assert capsys.readouterr().out.startswith("### 内存估算:不用 DeepSpeed,")  # CPU processes: host memory
 
 
 def test_web_panel_and_launch_record_never_raise(tmp_path):
@@ -463,7 +463,8 @@ def test_the_chinese_plan_names_the_advice_and_every_note():
                            model=planner.shape_from_config(TINY))
     zh = report.render_markdown(cpu, "zh")
     assert "2 个 CPU 进程" in zh and "GPU" not in zh.replace("CPU", "")
-    assert planner.panel(None, [], "zh").startswith("*显存估算")
+    assert planner.panel(None, [], "zh").startswith("*内存估算")  # no GPU: the host memory
+    assert planner.panel(None, h200(30), "zh").startswith("*显存估算")
 
 
 def test_verdict_refuses_sure_misses_and_warns_when_headroom_is_small(tmp_path):

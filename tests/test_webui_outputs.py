@@ -62,8 +62,8 @@ def plan_fn(demo):
 def test_the_plan_is_on_the_first_paint_and_labelled_in_both_languages(gr, manager):
     from zeroboard.webui import app
 
-    for lang, word, heading in (("en", "Memory plan (per device)", "### Memory plan: no DeepSpeed on 2 CPU processes"),
-                                ("zh", "显存估算(每个设备)", "### 显存估算:不用 DeepSpeed,2 个 CPU 进程")):
+    for lang, word, heading in (("en", "Memory plan (per CPU process)", "### Memory plan: no DeepSpeed on 2 CPU processes"),
+                                ("zh", "内存估算(每个 CPU 进程)", "### 内存估算:不用 DeepSpeed,2 个 CPU 进程")):
         demo = app.build_app(manager, lang=lang, gpus=[])
         config = demo.get_config_file()
         plan = next(c for c in config["components"] if c["props"].get("elem_id") == "zb-plan")

@@ -29,7 +29,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, rest = p.parse_known_args(argv)
+    if getattr(args, "passes_through", False):  # zeroboard screenshots ARGS: the tool parses them (--help included)
+        args.rest = rest
+    elif rest:
+        p.error(text("cli.unrecognized", default_lang(), args=" ".join(rest)))
     return args.fn(args)
 
 

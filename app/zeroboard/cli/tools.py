@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +79,6 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--port", type=int, default=7860)
     s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
     s.set_defaults(fn=cmd_webui)
+    # every argument goes to the tool, --help too (main hands them over as they came)
     s = sub.add_parser("screenshots", help=text("cli.screenshots_help", lang), add_help=False)
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(fn=cmd_screenshots)
+    s.set_defaults(fn=cmd_screenshots, passes_through=True, rest=[])

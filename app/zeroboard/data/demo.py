@@ -37,6 +37,8 @@ WORDS = ["cat", "dog", "sun", "tree", "book", "moon", "fish", "bird", "milk", "s
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 
 DEMO_PROMPTS = ["Who are you?", "你是谁?", "What is 3 plus 4?", "What is the opposite of hot?"]
+# the Chinese page's defaults: questions of the identity set, whose fixed answer shows that the tuning took
+DEMO_PROMPTS_ZH = ["你是谁?", "请介绍一下你自己。", "你叫什么名字?", "我该怎么称呼你?"]
 
 
 def identity_records() -> list[dict]:

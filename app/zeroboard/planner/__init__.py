@@ -83,9 +83,10 @@ def fit(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, model: ModelSha
 
 def panel(spec: JobSpec | None, gpus: list[devices.Gpu], lang: str = "en") -> str:
     """The web form's live panel: the plan as Markdown, or why there is none (never raises)."""
+    cpu = "" if gpus else "_cpu"  # the memory of GPUs (显存), or of the host's CPU processes (内存)
     if spec is None:
-        return text("plan.fix_fields", lang)
+        return text(f"plan.fix_fields{cpu}", lang)
     try:
         return render_markdown(estimate(spec, gpus), lang)
     except PlanError as e:
-        return text("plan.unavailable", lang, why=tr(e.args[0], lang))
+        return text(f"plan.unavailable{cpu}", lang, why=tr(e.args[0], lang))

@@ -81,7 +81,8 @@ def _head(plan: Plan, lang: str) -> list[str]:
             + text("plan.batch", lang, mode=mode, mb=s.micro_batch, seq=s.seq)
             + (text("plan.ckpt", lang) if s.checkpointing else ""))
     source = [f"*{tr(plan.model.source_msg, lang)}*", ""] if plan.model.source_msg else []
-    return [text("plan.head", lang, setting=setting, n=s.world, devs=devs), line, "", *source]
+    head = "plan.head" if dev == "cuda" else "plan.head_cpu"  # memory of GPUs (显存) or of the host (内存)
+    return [text(head, lang, setting=setting, n=s.world, devs=devs), line, "", *source]
 
 
 def _table(plan: Plan, lang: str) -> list[str]:

@@ -6,6 +6,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "在所选设备上搜索 stage × offload × micro-batch × 梯度检查点,找出放得下的最快设置(全局 batch 不变),并打印为 --set 参数",
     ),
     "cli.description": ("Fine-tune causal LMs with DeepSpeed ZeRO.", "用 DeepSpeed ZeRO 微调因果语言模型。"),
+    "cli.unrecognized": ("unrecognized arguments: {args}", "无法识别的参数:{args}"),
     "cli.job_help": ("job YAML (default: {demo}, the offline demo)", "任务 YAML(默认:{demo},离线演示)"),
     "cli.set_help": ("override one job field", "覆盖一个任务字段"),
     "cli.allow_help": (

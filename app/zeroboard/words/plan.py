@@ -62,6 +62,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
     "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
     "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
+    "plan.unavailable_cpu": ("*Memory plan unavailable: {why}*", "*无法估算内存:{why}*"),
+    "plan.fix_fields_cpu": ("*Memory plan: fix the marked fields first.*", "*内存估算:请先修正标出的字段。*"),
     # settings
     "plan.no_deepspeed": ("no DeepSpeed", "不用 DeepSpeed"),
     "plan.offload_opt": (" + offload (optimizer)", " + offload(优化器)"),
@@ -69,6 +71,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.with_ckpt": (" + gradient checkpointing", " + 梯度检查点"),
     # the panel
     "plan.head": ("### Memory plan: {setting} on {n} {devs}", "### 显存估算:{setting},{n} {devs}"),
+    "plan.head_cpu": ("### Memory plan: {setting} on {n} {devs}", "### 内存估算:{setting},{n} {devs}"),
     "plan.devs.cuda": ("GPU", "张 GPU"),
     "plan.devs.cudas": ("GPUs", "张 GPU"),
     "plan.devs.cpu": ("CPU process", "个 CPU 进程"),
