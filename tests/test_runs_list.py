@@ -276,3 +276,32 @@ def test_delete_and_archive_ask_first_and_refuse_in_words(tmp_path, index, manag
     assert not ok and "mine.txt" in asked
     message, still = rv.act(manager, "delete", str(run.resolve()), "en")
     assert "mine.txt" in message and still == str(run.resolve()) and run.is_dir()
+
+
+def test_resume_checks_as_start_does_from_the_last_whole_checkpoint(tmp_path, index, manager, monkeypatch):
+    """Resume hands the run's own job, resume on, to the Train page's start (its check, then the launch)."""
+    from zeroboard.webui import handlers, runs_view as rv
+
+    run = synthetic_run(tmp_path / "run", index, steps=40)
+    for step, whole in ((10, True), (20, True), (30, False)):  # checkpoint-30: cut short by an abort
+        (run / f"checkpoint-{step}").mkdir()
+        if whole:
+            (run / f"checkpoint-{step}" / folders.CHECKPOINT_MARK).write_text("{}")
+    state = json.loads((run / record.STATE_FILE).read_text())
+    state["files"] = folders.listing(run)
+    (run / record.STATE_FILE).write_text(json.dumps(state))
+    asked = {}
+
+    def start(values, gpus, manager_, port=None, lang="en"):
+        asked.update(values)
+        return handlers.check(values, gpus), None, "checked"
+
+    monkeypatch.setattr(handlers, "start", start)
+    values, message, _ = rv.resume(manager, [], str(run.resolve()), "en")
+    assert asked.items() <= values.items() and values["resume"] is True and values["output_dir"] == str(run.resolve())
+    checked = handlers.check(values, [])
+    assert checked.ok, checked.errors  # the folder is the run's own, with a whole checkpoint: it may resume
+    assert folders.last_checkpoint(run).name == "checkpoint-20"  # where the trainer goes on from
+    assert "--resume true" in checked.command.shell()
+    _, refused = rv.resume(manager, [], str(tmp_path / "elsewhere"), "en")[:2]
+    assert "not a run of this workspace" in refused

@@ -99,7 +99,8 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
         with gr.Tabs(elem_id="zb-tabs") as tabs:
             ctx = pages.Context(manager, gpus, Live(manager), job, lang, session, lang_radio, tabs, demo)
             for page in pages.ordered():
-                with gr.Tab(words.label(page.label, lang), id=page.id, elem_id=f"zb-tab-{page.id}") as tab:
+                with gr.Tab(words.label(page.label, lang), id=page.id, elem_id=f"zb-tab-{page.id}",
+                            render_children=page.preload) as tab:
                     ctx.views[page.id] = page.render(ctx)
                 ctx.tab_items[page.id] = tab
         for page in pages.ordered():

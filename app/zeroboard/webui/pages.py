@@ -85,6 +85,7 @@ class Page:
     render: Callable[[Context], View]
     wire: Callable[[View, Context], None]
     order: int = 100  # tabs left to right
+    preload: bool = False  # laid out (hidden) with the page, not when its tab is first opened: it opens at once
 
 
 PAGES: dict[str, Page] = {}

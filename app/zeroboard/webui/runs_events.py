@@ -18,7 +18,6 @@ import pandas as pd
 
 from .. import words, workspace
 from ..job import folders
-from ..runs import summary
 from . import pages, runs_view as rv
 
 CHARTS = ("loss", "eval_loss", "lr")
@@ -48,8 +47,6 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
         state = dataclasses.replace(state, page=got.page, selected=selected)
         return [table, got.count, gr.update(choices=got.choices, value=selected), state, got.runs]
 
-    rows_on_page = gr.State([])  # the run of each row of the table as shown (for a click on a row)
-
     def refresh(d):
         return listed(d, d[p.state], d[p.state].page)
 
@@ -61,14 +58,14 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
             return listed(d, d[p.state], d[p.state].page + delta)
         return go
 
-    warmed: list = []  # once per server: the first page that opens reads every run's files in the background
+    def on_open(lang):
+        """The first page of the list, as the page opens (the tab shows it at once, then reads it again)."""
+        got = rv.listing(manager, "", "", 0, lang)
+        return [{"headers": words.headers("runs", lang), "data": got.rows}, got.count,
+                gr.update(choices=got.choices, value=[]), got.runs]
 
-    def warm_up(_lang):
-        if not warmed:
-            warmed.append(summary.warm_up(manager))
-        return []
-
-    ctx.on_load(warm_up, [], [])
+    rows_on_page = gr.State([])  # the run of each row of the table as shown (for a click on a row)
+    ctx.on_load(on_open, [], [p.table, p.count, p.selected, rows_on_page])
     list_in = {p.filter, p.status, p.state, lang_radio}
     # reading the list is light (cached summaries): answered at once, not behind the queue's other events
     for trigger, fn in ((ctx.tab_items["runs"].select, refresh), (p.refresh.click, refresh), (p.filter.submit, first_page),

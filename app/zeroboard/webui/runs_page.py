@@ -114,4 +114,5 @@ def render(ctx: pages.Context) -> RunsPage:
     return p
 
 
-PAGE = pages.register(pages.Page("runs", "tab.runs", render, runs_events.wire, order=20))
+# preloaded, and its list filled as the page opens (then read again when the tab is opened): the tab answers at once
+PAGE = pages.register(pages.Page("runs", "tab.runs", render, runs_events.wire, order=20, preload=True))
