@@ -1,6 +1,7 @@
 # The few commands people type. Everything installs into .venv next to this file.
 #   make run    install, build DeepSpeed's ops once, serve the web UI (offline demo) on http://127.0.0.1:7860
 #   make test   install (with test tools and headless Chromium) and run the whole test suite
+#   make screenshots   regenerate the documentation images in docs/images (an image changes only when the page did)
 # PyTorch comes from pip's index unless TORCH_INDEX names another, e.g. the CUDA 12.8 builds:
 #   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128 EXTRAS=[gpu]
 # or the CPU-only builds on a machine without a GPU: TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -16,8 +17,10 @@ PYTEST_ARGS ?=
 EXTRAS   ?=
 # e.g. WEBUI_ARGS="--port 8080"
 WEBUI_ARGS ?=
+# e.g. SHOTS_ARGS="--lang zh"
+SHOTS_ARGS ?=
 
-.PHONY: install install-test run test lint chromium
+.PHONY: install install-test run test lint chromium screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -46,3 +49,7 @@ test: install-test
 lint: install-test
 	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/ruff format --check app tests benchmarks tools
+
+# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py
+screenshots: install-test
+	$(BIN)/python tools/screenshots.py --out docs/images $(SHOTS_ARGS)

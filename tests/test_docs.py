@@ -18,10 +18,10 @@ DOCS = ROOT / "docs"
 IMAGES = DOCS / "images"
 LANGS = ("en", "zh")
 # What the screenshot tool writes into docs/images/ (the files themselves are generated later).
-SCREENSHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished",
+SCREENSHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare",
                # cut for the course chapter, listed in docs/images/README.md
                "chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
-               "chapter_answer")
+               "chapter_answer", "chapter_compare")
 EXPECTED_IMAGES = {f"{shot}_{lang}.png" for shot in SCREENSHOTS for lang in LANGS}
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)

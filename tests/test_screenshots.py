@@ -1,7 +1,10 @@
-"""``python tools/screenshots.py`` end to end: its own web UI, a ZeRO-2 + offload demo run, the ten page
-screenshots and the fourteen chapter crops, each showing something; each chapter crop shows its key words.
+"""``python tools/screenshots.py`` end to end, twice: its own web UI and workspace, a ZeRO-2 + offload demo run and
+three more settings to compare, the fourteen page screenshots and the sixteen chapter crops, each showing something;
+each chapter crop shows its key words; and a second run into the same folder changes no image (nor the chapter
+text) -- a shot differs from the last only by live figures, within the tool's stated tolerance.
 
-About two and a half minutes on an idle 2-core machine (most of it the demo run and Reload and answer, twice).
+About four minutes a run on an idle 2-core machine (most of it the demo run, Reload and answer twice, and the three
+runs compared).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "screenshots.py"
 LANGS = ("en", "zh")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
 # what each chapter crop must show, in each language: the chapter's own words, from the page as it was shot
 KEY_WORDS = {
     "chapter_controls": {"en": ["Device count", "DeepSpeed stage", "Enable offload", "[x]"],
@@ -32,6 +35,8 @@ KEY_WORDS = {
     "chapter_procs": {"en": ["Job processes", "rank", "cpu"], "zh": ["任务进程", "rank", "cpu"]},
     "chapter_output": {"en": ["finished", "LoRA adapter"], "zh": ["已完成", "LoRA 适配器"]},
     "chapter_answer": {"en": ["Tuned answer", "Base answer"], "zh": ["微调后回答", "原模型回答"]},
+    "chapter_compare": {"en": ["DeepSpeed stage", "measured peak per device", "plan per device", "tokens/s", "MiB"],
+                        "zh": ["DeepSpeed stage", "每设备实测峰值", "每设备估算", "每秒 token 数", "MiB"]},
 }
 
 
@@ -45,19 +50,23 @@ def not_blank(path: Path) -> tuple[int, float]:
     return len(grey.getcolors(256) or []), ImageStat.Stat(grey).stddev[0]
 
 
-def test_the_generator_writes_every_documented_screenshot(tmp_path):
+def shots(out: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), "--out", str(out), "--lang", ",".join(LANGS)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+
+
+def test_the_generator_writes_every_documented_screenshot_and_a_second_run_changes_none(tmp_path):
     chromium = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
     assert Path(chromium).exists(), f"no Chromium at {chromium}: run `make chromium` or set ZEROBOARD_CHROMIUM"
     out = tmp_path / "images"
 
-    # as a user runs it: without the tests' allowance for /tmp (the tool allows its own work folder)
+    # as a user runs it: without the tests' allowance for /tmp (the tool works in a workspace of its own)
     env = {k: v for k, v in os.environ.items() if k != "ZEROBOARD_ALLOW_PATHS"}
-    done = subprocess.run([sys.executable, str(TOOL), "--out", str(out), "--lang", ",".join(LANGS)],
-                          cwd=REPO, capture_output=True, text=True, timeout=540, env=env)
+    done = shots(out, env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     expected = {f"{shot}_{lang}.png" for shot in (*SHOTS, *KEY_WORDS) for lang in LANGS}
-    assert len(expected) == 24
+    assert len(expected) == 30
     assert {p.name for p in out.glob("*.png")} == expected
     from PIL import Image
 
@@ -86,3 +95,15 @@ def test_the_generator_writes_every_documented_screenshot(tmp_path):
             missing = [k for k in keys if k not in text]
             assert not missing, f"{crop}_{lang}.png does not show {missing}: {text[:500]}"
     assert "cache/ds_z2_offload_config.json" in shown["chapter_preview_zh.png"]
+    # no machine's paths: the workspace's own (the tool's temporary folder, the checkout are nowhere)
+    for name, text in shown.items():
+        assert "/tmp" not in text and str(REPO) not in text and "zb-shots" not in text, (name, text[:300])
+
+    # a second run: every image (and the chapter text) stays as it is
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = shots(out, env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    changed = sorted(n for n in before if after.get(n) != before[n])
+    assert not changed, f"a second run changed {changed}:\n{again.stdout[-3000:]}"
+    assert again.stdout.count("unchanged ") == len(expected), again.stdout[-3000:]

@@ -1,15 +1,18 @@
-"""Documentation screenshots of the Train page: ``python tools/screenshots.py [--out docs/images] [--lang en,zh]``
-(also ``make screenshots`` or ``zeroboard screenshots`` from the checkout).
+"""Documentation screenshots of the Train and Runs pages: ``python tools/screenshots.py [--out docs/images]
+[--lang en,zh]`` (also ``make screenshots`` or ``zeroboard screenshots``; ``--help`` lists the options).
 
-Starts its own web UI on the offline demo (a free port, a temporary runs index
-and output dir, so a user's runs are never touched), drives it in headless
-Chromium and writes, for each language, the images docs/*/train-page.md shows:
+Starts its own web UI on the offline demo, in a workspace of its own (a temporary folder holding a copy of the
+demo model and data, and its own runs index, so a user's runs are never touched and every path on the page is
+one of that workspace: ``runs/stage-2-offload``, ``cache/ds_z2_offload_config.json``), drives it in headless
+Chromium and writes, for each language, the images docs/*/train-page.md and runs-page.md show:
 
     train_{lang}.png            the Train page at rest (the form, down to the devices)
     stage_dropdown_{lang}.png   the DeepSpeed stage dropdown open: none / 2 / 3
     preview_offload_{lang}.png  stage 2 + offload, after Preview command: the command and the JSON
     running_{lang}.png          a demo run in progress: status, progress, charts, log, memory panel
     finished_{lang}.png         the same run finished, with the output check when the page has one
+    runs_list_{lang}.png        the Runs tab: the four runs of the course's comparison
+    runs_compare_{lang}.png     those runs compared: curves overlaid, memory and speed per setting, the fields that differ
 
 and, cut for the course chapter (each exactly one thing the chapter shows, for a course author to embed):
 
@@ -20,14 +23,17 @@ and, cut for the course chapter (each exactly one thing the chapter shows, for a
     chapter_procs_{lang}.png     the processes per device while the run trains
     chapter_output_{lang}.png    the finished run's status and what it saved (the output kind)
     chapter_answer_{lang}.png    Reload and answer: the tuned and the base model's answers
+    chapter_compare_{lang}.png   the same job under stage none, 2, 3 and 2 + offload: peak per device, plan, speed
 
 ``chapter_text.json`` beside them holds the text each chapter image shows, read from the page as it was shot
 (alt text for the images, and what the tests check).
 
-One server and one demo run (ZeRO-2 + offload, as in the chapter) serve every language: each language gets its
-own tab, switched with the page's language radio.  The viewport, scale and
-locale are fixed and each shot is cropped to its part of the page, so reruns
-give the same layout.
+One server serves every language: each language gets its own tab, switched by its address (``?lang=``).  The
+viewport, scale, locale, time zone and fonts are fixed, each shot is cropped to its part of the page, the
+preview names a fixed master port, and paths are the workspace's own, so reruns give the same pictures -- but
+for live figures (times, tokens/s, memory in use, pids), which differ from run to run.  So an image is only
+rewritten when it differs from the one already there by more than ``TOLERANCE`` (the share of pixels whose
+colour changed by more than ``PIXEL_DELTA``): a second run changes no image it does not have to.
 """
 
 from __future__ import annotations
@@ -36,22 +42,30 @@ import argparse
 import io
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
 from helpers import start_server, stop_jobs, stop_server, wait_until  # noqa: E402
-from zeroboard import words, workspace  # noqa: E402
-from zeroboard.job.command import free_port  # noqa: E402
+from zeroboard import words  # noqa: E402
+from zeroboard.job.command import free_port, port_is_free  # noqa: E402
 
-SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished")
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
 CHAPTER = ("chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
-           "chapter_answer")
+           "chapter_answer", "chapter_compare")
+TOLERANCE = 0.03  # an image is rewritten only when more than this share of its pixels changed ...
+PIXEL_DELTA = 40  # ... by more than this (0-255, any channel): live figures redrawn, not the page's layout
+PREVIEW_PORT = 29500  # the master port the preview names (the first free one from here): not a random one
+DEMO_RUN = "runs/stage-2-offload"  # the chapter's run: ZeRO-2 + offload, followed live
+COMPARED = (("none", False), ("2", False), ("3", False))  # with the demo run: the course's four settings
+COMPARE_STEPS = 60
 CHAPTER_TEXT = "chapter_text.json"
 VIEWPORT = {"width": 1440, "height": 1000}
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -69,9 +83,10 @@ REGIONS: dict[str, list[list[str]]] = {
     "train": [["#zb-title", "#zb-lang", "#zb-message"]],  # the message is empty at rest: it marks the end
     "stage_dropdown": [["#zb-device_count", "#zb-offload", "#zb-deepspeed_stage ul[role=listbox]"]],
     "preview_offload": [["#zb-preview", "#zb-device_count", "#zb-message", "#zb-command", "#zb-ds-json"], ["#zb-plan"]],
-    "running": [["#zb-run", "#zb-status", "#zb-progress", "#zb-loss", "#zb-log", "#zb-host", "#zb-procs", "#zb-history",
-                 "#zb-mem-vs-plan"]],
-    "finished": [["#zb-run", "#zb-status", "#zb-progress"], ["#zb-final"], ["#zb-output-check"]],
+    "running": [["#zb-strip"], ["#zb-run", "#zb-loss", "#zb-log", "#zb-host", "#zb-procs", "#zb-history", "#zb-mem-vs-plan"]],
+    "finished": [["#zb-strip"], ["#zb-final"], ["#zb-output-check"]],
+    "runs_list": [["#zb-runs-filter", "#zb-runs-refresh", "#zb-runs-table", "#zb-runs-count"]],
+    "runs_compare": [["#zb-runs-charts"], ["#zb-runs-course"], ["#zb-runs-diff"]],
     "chapter_controls": [["#zb-device_count", "#zb-num_processes", "#zb-deepspeed_stage", "#zb-offload"]],
     "chapter_stage": [["#zb-deepspeed_stage", "#zb-deepspeed_stage ul[role=listbox]"]],
     "chapter_preview": [["#zb-preview"], ["#zb-command"]],
@@ -79,7 +94,10 @@ REGIONS: dict[str, list[list[str]]] = {
     "chapter_procs": [["#zb-procs"]],
     "chapter_output": [["#zb-status"], ["#zb-saved"]],
     "chapter_answer": [["#zb-prompts", "#zb-reload-btn", "#zb-answers"]],
+    "chapter_compare": [["#zb-runs-course"]],
 }
+# the run's status strip stays in sight while a reader scrolls; in a picture it stays where it is
+STATIC_STRIP = "#zb-strip { position: static !important; }"
 # an event in progress: gradio's status tracker shows its timer ("1.0s") over the component
 BUSY = """() => [...document.querySelectorAll('[data-testid=status-tracker]')]
   .some(e => e.offsetParent !== null && /\\d\\.\\ds/.test(e.innerText))"""
@@ -113,30 +131,56 @@ def repo_root() -> Path:
     return ROOT if (ROOT / "examples" / "demo.yaml").is_file() else Path.cwd()
 
 
+def make_workspace(work: Path) -> Path:
+    """A workspace of the tool's own: the demo job and a copy of the demo model and data (the server builds them
+    when the checkout has none yet); its runs go in its runs/, its presets in its cache/."""
+    ws = work / "workspace"
+    (ws / "examples").mkdir(parents=True)
+    shutil.copy(repo_root() / "examples" / "demo.yaml", ws / "examples" / "demo.yaml")
+    demo = repo_root() / "cache" / "demo"
+    if (demo / "model" / "config.json").is_file() and (demo / "data" / "dataset_info.json").is_file():
+        shutil.copytree(demo, ws / "cache" / "demo")
+    return ws
+
+
+def server_env(index: Path) -> dict:
+    """The launcher named by its bare name (torchrun found on PATH), as an installed ZeroBoard shows it."""
+    return {"ZEROBOARD_RUNS_INDEX": str(index), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
 # --- driving the page ------------------------------------------------------------------------------
 
 
-class Tab:
-    """One browser tab on the Train page, in one language."""
+@dataclass
+class Written:
+    """What the tool did with each image: written (new or changed beyond the tolerance) or kept as it was."""
 
-    def __init__(self, context, url: str, lang: str):
+    written: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, float]] = field(default_factory=list)  # (image, share of its pixels that changed)
+
+
+class Tab:
+    """One browser tab on the page, in one language."""
+
+    def __init__(self, context, url: str, lang: str, done: Written):
         self.pg = context.new_page()
         self.pg.set_default_timeout(UI_MS)
-        self.url, self.lang = url, lang
-        self.texts: dict[str, str] = {}  # chapter image -> the text it shows
+        self.url, self.lang, self.done = url, lang, done
+        self.texts: dict[str, str] = {}  # chapter image -> the text it shows (for images written)
 
     def open(self) -> None:
         self.pg.goto(f"{self.url}?lang={self.lang}")  # the address wins over the choice another tab stored
+        self.pg.add_style_tag(content=STATIC_STRIP)
         self.pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
         self.pg.wait_for_selector(f"#zb-preview:text-is('{words.label('preview', self.lang)}')")
         self.wait_status(lambda s: True)  # the first tick has rendered the status
 
-    def follow(self, run_dir: str) -> None:
-        """Show ``run_dir`` in this tab, as a reader picks it in the Run box (no page reload)."""
+    def follow(self, run_dir: str, name: str) -> None:
+        """Show ``run_dir`` (``name`` on the page) in this tab, as a reader picks it in the Run box (no reload)."""
         box = self.pg.locator("#zb-run input")
         box.fill(run_dir)
         box.press("Enter")
-        wait_until(lambda: run_dir in self.pg.locator("#zb-status").inner_text(), 60, f"{run_dir} in the {self.lang} tab")
+        wait_until(lambda: name in self.pg.locator("#zb-status").inner_text(), 60, f"{name} in the {self.lang} tab")
 
     def fill(self, name: str, value) -> None:
         box = self.pg.locator(f"#zb-{name} input, #zb-{name} textarea").first
@@ -177,15 +221,21 @@ class Tab:
     def shoot(self, out: Path, name: str) -> Path:
         path = out / f"{name}_{self.lang}.png"
         self.settle()
+        shown = None
         if name in CHAPTER:
             shown = "\n".join(self.pg.evaluate(SHOWN_TEXT, group) for group in REGIONS[name])
-            self.texts[path.name] = "\n".join(words_shown(shown.splitlines()))
         for _ in range(3):  # a live panel that grew while we shot moves the boxes: shoot again
             boxes = self.boxes(name)
             pieces = [self.piece(b) for b in boxes]
             if boxes == self.boxes(name):
                 break
-        save_png(pieces, path)
+        changed = save_png(pieces, path)
+        if changed is None:
+            self.done.written.append(path)
+            if shown is not None:  # the text of an image kept stays the one that image shows
+                self.texts[path.name] = "\n".join(words_shown(shown.splitlines()))
+        else:
+            self.done.kept.append((path, changed))
         return path
 
     def piece(self, b: dict) -> bytes:
@@ -261,10 +311,10 @@ def merge(boxes: list[dict]) -> list[dict]:
     return out
 
 
-def save_png(pieces: list[bytes], path: Path) -> None:
-    """Stack the pieces on white and write a 256-colour PNG: a third of the size, and text stays sharp.
-
-    Pillow comes with gradio."""
+def save_png(pieces: list[bytes], path: Path) -> float | None:
+    """Stack the pieces on white into a 256-colour PNG (a third of the size, and text stays sharp); write it unless
+    the image already there is the same but for live figures. Returns None when written, else the share of pixels
+    that changed. Pillow comes with gradio."""
     from PIL import Image
 
     images = [Image.open(io.BytesIO(p)).convert("RGB") for p in pieces]
@@ -274,46 +324,77 @@ def save_png(pieces: list[bytes], path: Path) -> None:
     for im in images:
         sheet.paste(im, (0, y))
         y += im.height + GAP
+    image = sheet.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    changed = difference(path, image.convert("RGB"))
+    if changed is not None and changed <= TOLERANCE:
+        return changed
     path.parent.mkdir(parents=True, exist_ok=True)
-    sheet.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+    image.save(path, optimize=True)
+    return None
+
+
+def difference(path: Path, image) -> float | None:
+    """The share of pixels of ``image`` that differ from the PNG at ``path`` (None: no such file, or another size)."""
+    from PIL import Image, ImageChops
+
+    if not path.is_file():
+        return None
+    with Image.open(path) as old:
+        if old.size != image.size:
+            return None
+        diff = ImageChops.difference(old.convert("RGB"), image)
+    per_pixel = ImageChops.lighter(ImageChops.lighter(*diff.split()[:2]), diff.split()[2])  # the largest channel
+    changed = sum(per_pixel.histogram()[PIXEL_DELTA + 1:])
+    return changed / (image.width * image.height)
 
 
 # --- the shots -------------------------------------------------------------------------------------
 
 
-def shoot_form(tab: Tab, out: Path, output_dir: Path) -> list[Path]:
-    """At rest, the stage dropdown open, then stage 2 + offload previewed."""
+def preview_port() -> int:
+    port = PREVIEW_PORT
+    while not port_is_free(port):
+        port += 1
+    return port
+
+
+def shoot_form(tab: Tab, out: Path, port: int) -> None:
+    """At rest, the stage dropdown open, then stage 2 + offload previewed (on a fixed master port)."""
     tab.open()
-    tab.fill("output_dir", output_dir)
-    written = [tab.shoot(out, "train")]
+    tab.shoot(out, "train")
     tab.open_dropdown("deepspeed_stage")
-    written += [tab.shoot(out, "stage_dropdown"), tab.shoot(out, "chapter_stage")]
+    tab.shoot(out, "stage_dropdown")
+    tab.shoot(out, "chapter_stage")
     tab.pick("deepspeed_stage", "2")
     tab.pg.locator("#zb-offload input[type=checkbox]").check()
     tab.pg.locator("#zb-offload input[type=checkbox]").blur()
-    written.append(tab.shoot(out, "chapter_controls"))
+    tab.shoot(out, "chapter_controls")
+    more = tab.pg.locator("#zb-more-devices .label-wrap")
+    more.click()  # the master port is one of the folded device options
+    tab.fill("master_port", port)
+    more.click()
     tab.pg.locator("#zb-preview").click()
     tab.pg.locator("#zb-command mark.zb-ds").wait_for()
     tab.pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     tab.pg.mouse.move(0, 0)  # no hover colour on the button
-    written += [tab.shoot(out, name) for name in ("preview_offload", "chapter_preview", "chapter_json")]
-    return written
+    for name in ("preview_offload", "chapter_preview", "chapter_json"):
+        tab.shoot(out, name)
 
 
-def start_demo_run(tab: Tab, opts: Options, output_dir: Path) -> None:
+def start_demo_run(tab: Tab, opts: Options) -> None:
     """The chapter's demo run, ZeRO-2 + offload, with a loss point every few steps."""
     tab.open()
     tab.open_dropdown("deepspeed_stage")
     tab.pick("deepspeed_stage", "2")
     tab.pg.locator("#zb-offload input[type=checkbox]").check()
-    tab.fill("output_dir", output_dir)
+    tab.fill("output_dir", DEMO_RUN)
     tab.fill("max_steps", opts.max_steps)
     tab.fill("logging_steps", opts.logging_steps)
     tab.pg.locator("#zb-start").click()
     tab.wait_status(lambda s: s in ("starting", "running", "finished", "failed"), 120)
 
 
-def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> list[Path]:
+def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> None:
     lead = tabs[0]
     enough = max(1, opts.max_steps // 4)  # some points on the charts, and time left to shoot every tab
 
@@ -324,32 +405,30 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> list[Path]:
         return all(t.step() >= enough for t in tabs)
 
     wait_until(progressed, RUN_S, f"step {enough} of the demo run")
-    written = []
     for t in tabs:
         t.pg.wait_for_function("() => document.querySelector('#zb-log textarea').value.length > 0")
         t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
         t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
                                "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
-        written += [t.shoot(out, "running"), t.shoot(out, "chapter_procs")]
+        t.shoot(out, "running")
+        t.shoot(out, "chapter_procs")
         if t.status() != "running":
             print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
                   f"a larger --max-steps keeps it running longer", file=sys.stderr)
-    return written
 
 
-def shoot_finished(tabs: list[Tab], out: Path) -> list[Path]:
+def shoot_finished(tabs: list[Tab], out: Path) -> None:
     for t in tabs:
         status = t.wait_status(lambda s: s in ("finished", "failed", "aborted", "lost"), RUN_S)
         if status != "finished":
             raise RuntimeError(f"the demo run {status}:\n{t.pg.locator('#zb-final').inner_text()}")
-    written = []
     for t in tabs:
         t.pg.locator("#zb-output-check").wait_for(state="visible")  # shown by the tick once the run has finished
         t.pg.wait_for_function("() => document.querySelector('#zb-saved textarea')?.value.length > 0")
-        written.append(t.shoot(out, "chapter_output"))
+        t.shoot(out, "chapter_output")
         reload_and_answer(t)
-        written += [t.shoot(out, "finished"), t.shoot(out, "chapter_answer")]
-    return written
+        t.shoot(out, "finished")
+        t.shoot(out, "chapter_answer")
 
 
 def reload_and_answer(t: Tab) -> None:
@@ -366,49 +445,95 @@ def reload_and_answer(t: Tab) -> None:
     wait_until(answered, ANSWER_S, "the reloaded model's answers")
 
 
+def run_compared(ws: Path, index: Path, log: Path) -> list[str]:
+    """The course's other settings -- the same job under stage none, 2 and 3 -- through ``zeroboard train``, one
+    after another (one job at a time on the CPU processes). Returns their folders."""
+    runs = []
+    for stage, offload in COMPARED:
+        out = f"runs/stage-{stage}" + ("-offload" if offload else "")
+        sets = [f"deepspeed_stage={stage}", f"offload={str(offload).lower()}", f"output_dir={out}",
+                f"max_steps={COMPARE_STEPS}", f"logging_steps={COMPARE_STEPS // 6}"]
+        argv = [sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", *[a for s in sets for a in ("--set", s)]]
+        with log.open("ab") as fh:
+            done = subprocess.run(argv, cwd=ws, env={**os.environ, **server_env(index)}, stdout=fh, stderr=fh,
+                                  timeout=RUN_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"the compared run {out} failed (exit {done.returncode}): see {log}\n"
+                               f"{log.read_text(errors='replace')[-2000:]}")
+        runs.append(out)
+    return runs
+
+
+def shoot_runs(tab: Tab, out: Path, names: list[str]) -> None:
+    """The Runs tab: the list, then the four settings compared (curves, memory and speed, the fields that differ)."""
+    tab.pg.locator("#zb-tab-runs-button").click()
+    wait_until(lambda: tab.pg.locator("#zb-runs-table .virtual-row").count() >= len(names), 60, "the runs listed")
+    tab.pg.mouse.move(0, 0)
+    tab.shoot(out, "runs_list")
+    for name in names:
+        row = tab.pg.locator("#zb-runs-table .virtual-row", has_text=f"{name}\n")
+        row.locator("[role=gridcell]").first.click()
+        tab.pg.wait_for_selector(f"#zb-runs-selected .token:has-text('{name}')")
+    tab.pg.locator("#zb-runs-compare").click()
+    tab.pg.wait_for_selector("#zb-runs-course table")
+    wait_until(lambda: len(tab.pg.evaluate("""() => [...document.querySelectorAll('#zb-runs-loss svg path')]
+                   .map(p => p.getAttribute('stroke')).filter(s => s && s !== 'transparent' && s !== '#e4e4e7')]""")) >= 4,
+               30, "the four runs' curves drawn")
+    tab.pg.evaluate(FRAMES)
+    tab.pg.mouse.move(0, 0)
+    tab.shoot(out, "runs_compare")
+    tab.shoot(out, "chapter_compare")
+
+
 # --- the command -----------------------------------------------------------------------------------
 
 
-def generate(opts: Options) -> list[Path]:
+def generate(opts: Options) -> Written:
     from playwright.sync_api import sync_playwright
 
-    written: list[Path] = []
+    done = Written()
     with tempfile.TemporaryDirectory(prefix="zb-shots-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
-        workspace.allow([f"{work}:rw"])  # the demo run's folder, outside the workspace; the server inherits it
-        index = work / "runs.json"
+        ws = make_workspace(work)
+        index, log = work / "runs.json", work / "server.log"
         port = free_port()
-        server = start_server(port, index, work / "server.log", repo_root())
+        server = start_server(port, index, log, ws, env=server_env(index))
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=opts.chromium, args=CHROMIUM_ARGS)
                 context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1, locale="en-US",
                                               timezone_id="UTC", reduced_motion="reduce")
-                tabs = [Tab(context, f"http://127.0.0.1:{port}/", lang) for lang in opts.langs]
+                tabs = [Tab(context, f"http://127.0.0.1:{port}/", lang, done) for lang in opts.langs]
+                master_port = preview_port()
                 for t in tabs:
-                    written += shoot_form(t, opts.out, work / "runs" / "demo")
+                    shoot_form(t, opts.out, master_port)
                 for t in tabs[1:]:
                     t.open()  # ready before the run starts: a short run leaves no time for a page load
-                start_demo_run(tabs[0], opts, work / "runs" / "demo")
+                start_demo_run(tabs[0], opts)
                 for t in tabs[1:]:
-                    t.follow(str((work / "runs" / "demo").resolve()))
-                written += shoot_running(tabs, opts.out, opts)
-                written += shoot_finished(tabs, opts.out)
+                    t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
+                shoot_running(tabs, opts.out, opts)
+                shoot_finished(tabs, opts.out)
+                names = [*run_compared(ws, index, log), DEMO_RUN]
+                for t in tabs:
+                    shoot_runs(t, opts.out, names)
                 browser.close()
-            written.append(write_chapter_text(opts.out, tabs))
+            done.written.append(write_chapter_text(opts.out, tabs))
         finally:
             stop_jobs(index)
             stop_server(server)
-    return written
+    return done
 
 
 def write_chapter_text(out: Path, tabs: list[Tab]) -> Path:
-    """The text each chapter image shows, merged into what an earlier run wrote for other languages."""
+    """The text each chapter image shows (of the images written now), merged into what the file held before."""
     path = out / CHAPTER_TEXT
     texts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     for t in tabs:
         texts.update(t.texts)
-    path.write_text(json.dumps(dict(sorted(texts.items())), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    body = json.dumps(dict(sorted(texts.items())), ensure_ascii=False, indent=1) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != body:
+        path.write_text(body, encoding="utf-8")
     return path
 
 
@@ -438,14 +563,18 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     from PIL import Image
 
-    for path in generate(opts):
+    done = generate(opts)
+    for path in done.written:
         if path.suffix != ".png":
             print(f"wrote {path}")
             continue
         with Image.open(path) as im:
             size = f"{im.width}x{im.height}"
         print(f"wrote {path} ({size}, {path.stat().st_size // 1024} KiB)")
-    print(f"done in {time.time() - started:.0f} s")
+    for path, changed in done.kept:
+        print(f"unchanged {path} ({100 * changed:.2f}% of its pixels differ: live figures, within {100 * TOLERANCE:.0f}%)")
+    print(f"done in {time.time() - started:.0f} s: {len([p for p in done.written if p.suffix == '.png'])} images written, "
+          f"{len(done.kept)} unchanged")
     return 0
 
 
