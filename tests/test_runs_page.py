@@ -57,10 +57,13 @@ def select_only(pg, *names: str) -> None:
     """Clear the selection, then click the row of each run (its folder's name)."""
     pg.locator("#zb-runs-clear").click()
     pg.wait_for_function("() => !document.querySelector('#zb-runs-selected .token')")
-    for name in names:
-        row = pg.locator("#zb-runs-table .virtual-row", has_text=re.compile(rf"{re.escape(name)}\s"))
-        row.locator("[role=gridcell]").first.click()
-        pg.wait_for_selector(f"#zb-runs-selected .token:has-text('{name}')")
+    for k, name in enumerate(names):
+        row = pg.evaluate("""(name) => [...document.querySelectorAll('#zb-runs-table .virtual-row')]
+            .findIndex(r => (r.querySelector('[role=gridcell]')?.innerText.trim() || '').split('/').pop() === name)""",
+                          name)
+        assert row >= 0, f"no run {name} in the list: {rows(pg)}"
+        pg.locator("#zb-runs-table .virtual-row").nth(row).locator("[role=gridcell]").first.click()
+        pg.wait_for_function("(k) => document.querySelectorAll('#zb-runs-selected .token').length > k", arg=k)
 
 
 def legend(pg, chart: str) -> list[str]:

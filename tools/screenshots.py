@@ -96,6 +96,9 @@ REGIONS: dict[str, list[list[str]]] = {
     "chapter_answer": [["#zb-prompts", "#zb-reload-btn", "#zb-answers"]],
     "chapter_compare": [["#zb-runs-course"]],
 }
+# the row of the Runs table whose first cell (the run's folder) is exactly this name
+ROW_OF = """(name) => [...document.querySelectorAll('#zb-runs-table .virtual-row')]
+  .findIndex(r => r.querySelector('[role=gridcell]')?.innerText.trim() === name)"""
 # the run's status strip stays in sight while a reader scrolls; in a picture it stays where it is
 STATIC_STRIP = "#zb-strip { position: static !important; }"
 # an event in progress: gradio's status tracker shows its timer ("1.0s") over the component
@@ -470,15 +473,15 @@ def shoot_runs(tab: Tab, out: Path, names: list[str]) -> None:
     wait_until(lambda: tab.pg.locator("#zb-runs-table .virtual-row").count() >= len(names), 60, "the runs listed")
     tab.pg.mouse.move(0, 0)
     tab.shoot(out, "runs_list")
-    for name in names:
-        row = tab.pg.locator("#zb-runs-table .virtual-row", has_text=f"{name}\n")
-        row.locator("[role=gridcell]").first.click()
-        tab.pg.wait_for_selector(f"#zb-runs-selected .token:has-text('{name}')")
+    for k, name in enumerate(names):
+        row = tab.pg.evaluate(ROW_OF, name)
+        tab.pg.locator("#zb-runs-table .virtual-row").nth(row).locator("[role=gridcell]").first.click()
+        tab.pg.wait_for_function("(k) => document.querySelectorAll('#zb-runs-selected .token').length > k", arg=k)
     tab.pg.locator("#zb-runs-compare").click()
     tab.pg.wait_for_selector("#zb-runs-course table")
-    wait_until(lambda: len(tab.pg.evaluate("""() => [...document.querySelectorAll('#zb-runs-loss svg path')]
-                   .map(p => p.getAttribute('stroke')).filter(s => s && s !== 'transparent' && s !== '#e4e4e7')]""")) >= 4,
-               30, "the four runs' curves drawn")
+    wait_until(lambda: tab.pg.evaluate("""() => new Set([...document.querySelectorAll('#zb-runs-loss svg path')]
+                   .map(p => p.getAttribute('stroke')).filter(s => s && s !== 'transparent' && s !== '#e4e4e7')).size""")
+               >= len(names), 30, "every run's curve drawn")
     tab.pg.evaluate(FRAMES)
     tab.pg.mouse.move(0, 0)
     tab.shoot(out, "runs_compare")

@@ -37,7 +37,8 @@ pre.zb-cmd { white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere;
             border-bottom: 1px solid var(--border-color-primary); padding: 4px 0; }
 .gradio-container { overflow: clip !important; }
 .cm-foldGutter { display: none !important; }
-#zb-runs-table table { font-size: 0.85em; }
+#zb-runs-table .cell-wrap { font-family: var(--font); font-size: 13px; }
+#zb-runs-table .text.wrap { word-break: normal; overflow-wrap: anywhere; }
 pre.zb-pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; max-height: 420px; overflow: auto;
              padding: 8px; background: var(--background-fill-secondary); border-radius: 6px; }
 #zb-runs-course table, #zb-runs-diff table { font-size: 0.9em; }

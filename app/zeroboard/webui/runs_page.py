@@ -19,7 +19,7 @@ from . import pages, runs_events, runs_view as rv
 from .runs_events import CHART_WORDS, CHARTS, frame
 
 # run, status, model, method, stage / offload, devices, steps, train loss, eval loss, tokens/s, peak, duration, started
-COLUMN_WIDTHS = ["15%", "7%", "10%", "7%", "8%", "6%", "6%", "6%", "6%", "7%", "7%", "6%", "9%"]
+COLUMN_WIDTHS = ["16%", "7%", "11%", "7%", "8%", "6%", "6%", "6%", "6%", "6%", "7%", "5%", "9%"]
 
 
 @dataclass
