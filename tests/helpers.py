@@ -174,3 +174,29 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     state["files"] = folders.listing(folder)
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     return folder
+
+
+def start_on_page(pg, index: Path, run_dir: Path, button: str = "#zb-start", lang: str = "en", wait_s: float = 900) -> None:
+    """Click Start (or Resume), and again every few seconds while the page says the CPU is busy -- on a shared
+    machine another workspace's job may hold it a while -- until the run is registered as started by this click."""
+    from zeroboard import words
+
+    busy, key = words.text("page.busy", lang), str(Path(run_dir).resolve())
+    deadline = time.time() + wait_s
+    while True:
+        clicked = time.time()
+        pg.locator(button).click()
+
+        def outcome(clicked=clicked):
+            entry = Registry(index).entry(key)
+            if entry and (entry.get("requested") or 0) >= clicked - 1:
+                return "started"
+            shown = " ".join(pg.locator(m).inner_text() for m in ("#zb-message", "#zb-runs-message")
+                             if pg.locator(m).count() and pg.locator(m).is_visible())
+            return "busy" if busy in shown and time.time() - clicked > 10 else None  # not the last click's words
+
+        if wait_until(outcome, 120, "the run to start, or the page to say the CPU is busy") == "started":
+            return
+        if time.time() > deadline:
+            raise TimeoutError(f"{run_dir} did not start within {wait_s:.0f} s: the CPU stayed busy")
+        time.sleep(5)

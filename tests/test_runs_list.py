@@ -240,7 +240,9 @@ def test_the_page_compares_in_both_languages(tmp_path, index, manager):
     lines = [ln for ln in rv.course_markdown(rv.chosen(manager, runs), "en").splitlines() if ln.startswith("| `")]
     assert [ln.split("|")[2].strip() for ln in lines] == ["none", "2", "3", "3"]  # by setting
     rows = rv.curve_rows(rv.chosen(manager, runs[:2]))
-    assert {r["run"] for r in rows["loss"]} == set(runs[:2]) and rows["eval_loss"] == []
+    assert {r["run"] for r in rows["loss"]} == {"znone", "z2"} and rows["eval_loss"] == []  # short legend names
+    assert rv.names(["/a/x/demo", "/b/y/demo", "/c/z"]) == {"/a/x/demo": "/a/x/demo", "/b/y/demo": "/b/y/demo",
+                                                              "/c/z": "z"}  # the same name twice: said in full
 
 
 def test_resume_needs_a_whole_checkpoint_and_start_again_a_new_folder(tmp_path, index, manager):

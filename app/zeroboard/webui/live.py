@@ -124,8 +124,9 @@ def progress_html(reader: RunReader, state: JobState, lang: str = words.DEFAULT)
     last = reader.logs[-1] if reader.logs else None
     total = (last or {}).get("total_steps") or (reader.start or {}).get("total_steps") or 0
     step = (last or {}).get("step", 0)
+    stop = next((e for e in reader.others if e.get("event") == "stop"), None)  # "save and stop": it ends early
     if state.status == "finished" and total:
-        step = total
+        step = stop["step"] if stop and isinstance(stop.get("step"), int) else total
     pct = 100.0 * step / total if total else 0.0
     end = state.ended or time.time()
     wall = end - state.started if state.started else None

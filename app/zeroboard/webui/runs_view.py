@@ -117,11 +117,20 @@ def chosen(manager: JobManager, run_dirs: list[str]) -> list[summary.RunSummary]
 # --- the comparison ----------------------------------------------------------------------
 
 
+def names(run_dirs: list[str]) -> dict[str, str]:
+    """A short name for each run in a chart's legend: its folder's name, or as the workspace names it when two
+    runs share a folder name (a legend cuts long labels short)."""
+    short = {r: Path(r).name for r in run_dirs}
+    twice = {n for n in short.values() if list(short.values()).count(n) > 1}
+    return {r: workspace.shown(r) if n in twice else n for r, n in short.items()}
+
+
 def curve_rows(runs: list[summary.RunSummary]) -> dict[str, list[dict]]:
     """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr": [{"step", "value", "run"}]}``."""
     out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": []}
+    named = names([s.run_dir for s in runs])
     for run_dir, series in compare.curves(runs).items():
-        name = workspace.shown(run_dir)
+        name = named[run_dir]
         for key, pts in series.items():
             out[key] += [{"step": float(step), "value": value, "run": name} for step, value in pts]
     return out
