@@ -17,7 +17,7 @@ EXTRAS   ?=
 # e.g. WEBUI_ARGS="--port 8080"
 WEBUI_ARGS ?=
 
-.PHONY: install install-test run test lint chromium
+.PHONY: install install-test run test lint chromium slurm
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -27,7 +27,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
-install-test: install chromium
+install-test: install chromium slurm
 	$(BIN)/pip install --quiet -e ".[test]"
 
 chromium:
@@ -46,3 +46,8 @@ test: install-test
 lint: install-test
 	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/ruff format --check app tests benchmarks tools
+
+# A two-node Slurm cluster on this machine for the tests (tests/slurm_cluster.sh starts and stops it): Debian's
+# slurm-wlm with munge, and slurmdbd on MariaDB so that sacct answers.
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null; }

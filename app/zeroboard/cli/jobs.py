@@ -57,6 +57,9 @@ def cmd_preview(args) -> int:
     print(text("cli.run_from", lang, cwd=cmd.cwd))
     if cmd.deepspeed_config:
         print(text("cli.ds_config", lang, path=cmd.deepspeed_config))
+    if cmd.script is not None:  # a Slurm job: the script, then the line that submits it
+        print(text("cli.sbatch_script", lang, path=cmd.argv[-1]))
+        print(cmd.script)
     print(cmd.shell())
     return 0
 

@@ -16,7 +16,7 @@ from .. import workspace
 from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, modelinfo, samples
+from . import bounds, devices, folders, hub, modelinfo, samples, slurm
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
@@ -255,7 +255,7 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
         if spec.precision == "bf16" and old:
             r.errors["precision"] = say("check.gpu_no_bf16", gpus=str(old))
     else:
-        cores = devices.cpu_count()
+        cores = devices.cpu_count() if spec.launcher != "slurm" else 1 << 20  # a cluster node's cores are its own
         if spec.num_processes < 1:
             r.errors["num_processes"] = say("check.processes_positive")
         elif spec.num_processes > cores:
@@ -267,6 +267,11 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
 
 
 def _check_nodes(spec: JobSpec, r: Report) -> None:
+    if spec.launcher == "slurm":  # the cluster allocates the nodes and the rendezvous runs on the first of them
+        r.errors.update({k: v for k, v in slurm.problems(spec).items() if k not in r.errors})
+        if spec.node_rank:
+            r.errors["node_rank"] = say("slurm.node_rank")
+        return
     if spec.num_nodes < 1:
         r.errors["num_nodes"] = say("check.nodes_positive")
     elif not 0 <= spec.node_rank < spec.num_nodes:

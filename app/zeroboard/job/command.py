@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..words import say
-from . import checks, devices, placement as placemod, presets
+from . import checks, devices, placement as placemod, presets, slurm as slurmmod
 from .placement import Placement, cache_dir
 from .ports import free_port, port_is_free
 from .spec import FIELDS, JobSpec, changed, to_flags
@@ -42,6 +42,8 @@ class Command:
     devices: list[int] = field(default_factory=list)  # GPU indices, or CPU ranks
     master_port: int = 0
     notes: list[str] = field(default_factory=list)
+    executor: str = "local"  # "local": argv runs here; "slurm": argv submits ``script`` to a cluster
+    script: str | None = None  # the sbatch script (a Slurm job)
 
     @property
     def world_size(self) -> int:
@@ -58,7 +60,8 @@ class Command:
     def to_dict(self) -> dict:
         return {"argv": self.argv, "env": self.env, "cwd": self.cwd, "shell": self.shell(),
                 "deepspeed_config": self.deepspeed_config, "device_kind": self.device_kind,
-                "devices": self.devices, "master_port": self.master_port, "notes": self.notes}
+                "devices": self.devices, "master_port": self.master_port, "notes": self.notes,
+                "executor": self.executor, "script": self.script}
 
 
 @dataclass
@@ -133,6 +136,8 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         trainer_values["deepspeed"] = where.ds_path
     flags = to_flags({k: trainer_values[k] for k in FIELDS if k in trainer_values})
 
+    if spec.launcher == "slurm":
+        return _on_slurm(spec, where, env, flags, port, notes)
     if spec.launcher == "torchrun":
         if use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
@@ -152,6 +157,22 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
     return Command(argv + flags, env, os.getcwd(), where.ds_path, where.kind, ids, port, notes)
 
 
+def _on_slurm(spec: JobSpec, where: Placement, env: dict[str, str], flags: list[str], port: int,
+              notes: list[str]) -> Command:
+    """A Slurm job: the torchrun each node runs, inside the sbatch script that Start submits."""
+    n = where.per_node
+    if where.kind == "cuda":
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives each node's task its GPUs
+    else:  # the task's cores (not this machine's) shared by its ranks
+        env["OMP_NUM_THREADS"] = str(max(1, (spec.slurm_cpus_per_task or n) // n))
+    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
+    argv = [_executable("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n), "-m", TRAINER_MODULE, *flags]
+    run = (Path(os.getcwd()) / spec.output_dir).resolve()
+    script = slurmmod.render(spec, argv, env, run, os.getcwd(), n)
+    return Command(["sbatch", "--parsable", str(run / slurmmod.SCRIPT_FILE)], {}, os.getcwd(), where.ds_path, "slurm",
+                   [], port, notes, executor="slurm", script=script)
+
+
 def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
             write_presets: bool = True) -> Prepared:
     """Validate, write the cache/ presets, build the command. Preview and Start both call this."""
@@ -168,6 +189,11 @@ def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | No
             if preset_report.kept:
                 report.warnings["deepspeed_stage"] = preset_report.message()
     cmd = build(spec, where, port) if report.ok else None
+    if cmd is not None and cmd.script is not None:  # the cluster's own verdict, before anything is submitted
+        refused = slurmmod.test_only(cmd.script)
+        if refused is not None:
+            report.errors[refused[0]] = refused[1]
+            cmd = None
     if cmd is not None:
         for note in cmd.notes:
             report.warnings.setdefault("environment", note)

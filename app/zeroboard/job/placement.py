@@ -63,12 +63,21 @@ class Placement:
         return self.stage + ("+offload" if self.offload else "")
 
 
+def on_cluster(spec: JobSpec) -> bool:
+    """A Slurm job: its devices are a cluster's nodes, whatever this machine has."""
+    return spec.launcher == "slurm"
+
+
 def uses_gpu(spec: JobSpec, gpus: list[devices.Gpu]) -> bool:
+    if on_cluster(spec):
+        return spec.slurm_gpus_per_node > 0
     return spec.device_type == "cuda" or (spec.device_type == "auto" and bool(gpus))
 
 
 def device_ids(spec: JobSpec, gpus: list[devices.Gpu]) -> list[int]:
-    """The GPUs the job uses (those chosen, else all), or its CPU ranks."""
+    """The GPUs the job uses (those chosen, else all), or its CPU ranks; on a cluster, each node's."""
+    if on_cluster(spec):
+        return list(range(max(0, spec.slurm_gpus_per_node or spec.num_processes)))
     if uses_gpu(spec, gpus):
         return list(spec.gpu_ids) or [g.index for g in gpus]
     return list(range(max(0, spec.num_processes)))
@@ -79,6 +88,8 @@ def resolve_precision(spec: JobSpec, kind: str, chosen: list[devices.Gpu]) -> st
         return spec.precision
     if kind == "cpu":
         return "fp32"
+    if on_cluster(spec):  # the cluster's GPUs are not seen from here: bf16, as every GPU since Ampere has it
+        return "bf16"
     return "bf16" if all(g.supports_bf16 for g in chosen) else "fp16"
 
 
@@ -114,7 +125,7 @@ def place(spec: JobSpec, gpus: list[devices.Gpu]) -> Placement:
     gpu = uses_gpu(spec, gpus)
     kind = "cuda" if gpu else "cpu"
     ids = device_ids(spec, gpus)
-    chosen = tuple(g for g in gpus if g.index in ids) if gpu else ()
+    chosen = tuple(g for g in gpus if g.index in ids) if gpu and not on_cluster(spec) else ()
     precision = resolve_precision(spec, kind, list(chosen))
     error = None
     if spec.deepspeed:

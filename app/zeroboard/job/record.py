@@ -43,11 +43,12 @@ TRAIN_LOG = "train.log"  # rank 0's own log
 PLAN_FILE = "plan.json"  # the memory plan made at launch
 RESULT_FILE = "zeroboard_result.json"  # what was saved, written last by a finished run
 STOP_REQUEST = "stop.request"  # "save and stop": asked for by a manager, read by every rank at its next log
+SBATCH_FILE = "job.sbatch"  # a Slurm job: the script submitted
 DS_CONFIG_FILE = "ds_config.json"
 DS_RESOLVED_FILE = "ds_config.resolved.json"
 # every file ZeroBoard itself writes into a run folder: a folder holding only these (and checkpoints) is a run's
 RECORD_FILES = (OWNER_FILE, EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, STATE_LOCK,
-                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE)
+                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE, SBATCH_FILE)
 
 
 class EventWriter:

@@ -28,7 +28,7 @@ from ..words import Msg, help_text as _help, say
 FinetuningType = Literal["lora", "full"]
 Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
-Launcher = Literal["torchrun", "deepspeed"]
+Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
 Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
 OnOff = Literal["auto", "on", "off"]
@@ -112,6 +112,13 @@ class JobSpec:
     master_port: int = _f(0, "devices", launch_only=True)
     deepspeed: str = _f("", "devices")
     extra_args: dict[str, Any] = _f({}, "devices")
+    # --- a Slurm cluster (launcher: slurm) ---------------------------------------
+    slurm_partition: str = _f("", "devices", launch_only=True)
+    slurm_gpus_per_node: int = _f(0, "devices", launch_only=True)
+    slurm_cpus_per_task: int = _f(0, "devices", launch_only=True)
+    slurm_time: str = _f("", "devices", launch_only=True)
+    slurm_account: str = _f("", "devices", launch_only=True)
+    slurm_extra: list[str] = _f([], "devices", launch_only=True)
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(JobSpec)}

@@ -15,9 +15,8 @@ Light on purpose (stdlib + psutil): the web server and the CLI import it.
 from __future__ import annotations
 
 import json
-import signal
+import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,10 +26,22 @@ from ..job import command, folders, modelinfo, record, spec as specmod
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import outcome, processes
+from . import executor, outcome
 from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, settle
 
-SUPERVISOR_MODULE = "zeroboard.runs.supervisor"
+FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
+FOREIGN_POLL_S = 2.0
+
+
+def foreign_wait_s() -> float:
+    """How long a start waits while another workspace's job holds its devices (0: refuse at once, the default).
+
+    On a machine several users share, ``ZEROBOARD_WAIT_FOREIGN_S`` lets a start wait its turn instead of failing
+    (the test suite sets it, so a demo job of another workspace makes its jobs wait, not fail)."""
+    try:
+        return max(0.0, float(os.environ.get(FOREIGN_WAIT_ENV, "0")))
+    except ValueError:
+        return 0.0
 
 
 class Busy(RuntimeError):
@@ -65,7 +76,7 @@ class JobManager:
         st = read_state(run_dir)
         if st is not None and not st.active:
             return st
-        sup_alive = processes.proc(entry.get("supervisor_pid"), entry.get("supervisor_ctime")) is not None
+        sup_alive = executor.supervisor_alive(entry.get("supervisor_pid"), entry.get("supervisor_ctime"))
         if st is None:
             if sup_alive:  # between the launch and the supervisor's first word
                 return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
@@ -73,7 +84,7 @@ class JobManager:
                                 started=entry.get("requested"), supervisor_pid=entry.get("supervisor_pid"),
                                 supervisor_ctime=entry.get("supervisor_ctime"))
             return self._settled(entry, None)
-        if processes.proc(st.supervisor_pid, st.supervisor_ctime) is not None:
+        if executor.supervisor_alive(st.supervisor_pid, st.supervisor_ctime):
             return st
         return self._settled(entry, st)
 
@@ -95,11 +106,12 @@ class JobManager:
                 return st
             if entry.get("abort_requested"):  # Abort stops it from here (no supervisor to ask)
                 st.abort_requested, st.status, st.message = entry["abort_requested"], "stopping", say("run.stopping")
-            if processes.proc(st.launcher_pid, st.launcher_ctime) is not None or processes.job_processes(st):
+            runner = executor.for_state(st)
+            if runner.left(st):
                 return st  # the job runs on without its supervisor (or is being stopped from here)
             evs = record.read_events(st.output / record.EVENTS_FILE)
             st.notes.append(say("run.supervisor_gone"))
-            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+            outcome.conclude(st, runner.final_code(st), [e for e in evs if e.get("time", 0) >= (st.started or 0)])
         self._record_outcome(st)
         return st
 
@@ -133,13 +145,18 @@ class JobManager:
         out = (Path(cmd.cwd) / job.output_dir).resolve()
         # a job on several machines: node 0 keeps its record in the output folder, node N in node-N/ inside it
         run = out if job.node_rank == 0 else out / f"node-{job.node_rank}"
+        waited_until = time.time() + foreign_wait_s()
         try:
-            with self.registry.locked():
-                busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
-                if busy is not None:
-                    raise Busy(busy)
-                cmd, notes = settle_port(job, cmd)
-                sup = self._launch(job, cmd, run, out, notes, source)
+            while True:
+                with self.registry.locked():
+                    busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
+                    if busy is None:
+                        cmd, notes = settle_port(job, cmd)
+                        sup = self._launch(job, cmd, run, out, notes, source)
+                        break
+                    if getattr(busy, "key", "") != "run.busy_other" or time.time() >= waited_until:
+                        raise Busy(busy)
+                time.sleep(FOREIGN_POLL_S)  # another workspace's job holds the devices: wait (the lock is free)
         except (RegistryError, folders.FolderTaken) as e:
             raise StartError(e.args[0]) from None
         except OSError as e:  # the run folder cannot be written: nothing was started
@@ -161,20 +178,13 @@ class JobManager:
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
                 return say("run.busy_folder", run=other.run_dir, status=other.status, source=other.source,
                            pid=other.launcher_pid or other.supervisor_pid or "-")
-            if _overlap(other.device_kind, other.devices, cmd):
+            if executor.overlap(other.device_kind, other.devices, cmd.device_kind, list(cmd.devices)):
                 return busy_message(other)
+        if cmd.device_kind == "slurm":
+            return None  # the cluster's own queue orders its jobs
         known = {Path(e["run_dir"]).resolve() for e in self.registry.entries()}
         known |= {Path(e.get("trainer_dir") or e["run_dir"]).resolve() for e in self.registry.entries()}
-        for p, trainer_out in processes.live_trainers():  # a job no index of this workspace knows
-            if peer is not None and trainer_out == out and processes.rendezvous_port(p) == cmd.master_port:
-                continue
-            kind, ids = processes.trainer_devices(p)
-            # another workspace's job: say who holds the devices, never its folder, command line or pid
-            if trainer_out == out:
-                return say("run.busy_other_folder", user=processes.owner(p))
-            if trainer_out not in known and _overlap(kind, ids, cmd):
-                return say("run.busy_other", user=processes.owner(p))
-        return None
+        return executor.foreign_holder(cmd.device_kind, list(cmd.devices), out, cmd.master_port, known, peer is not None)
 
     def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
                 source: str) -> subprocess.Popen:
@@ -206,13 +216,11 @@ class JobManager:
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
             "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
-            sup = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(run)], cwd=cmd.cwd,
-                                   stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
-        ctime = processes.proc(sup.pid, None)
+            sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:
             self.registry.add({"run_dir": str(run), "run_id": run_id, "trainer_dir": str(out), "source": source,
                                "requested": requested, "supervisor_pid": sup.pid,
-                               "supervisor_ctime": ctime.create_time() if ctime else None,
+                               "supervisor_ctime": ctime,
                                "device_kind": cmd.device_kind, "devices": list(cmd.devices),
                                "peer": peer_key(job, cmd, out)})
         except RegistryError:  # an unregistered job would run where no page or guard sees it: stop it first
@@ -238,9 +246,7 @@ class JobManager:
         st = self.state(run_dir)
         if st is None or not st.active:
             return st
-        sup = processes.proc(st.supervisor_pid, st.supervisor_ctime)
-        if sup is not None:
-            processes.send(sup, signal.SIGTERM)
+        if executor.ask_supervisor_to_stop(st):
             return st
         # No supervisor: stop the processes from here, in the background, and record the end in the index.
         st.abort_requested, st.status, st.message = time.time(), "stopping", say("run.stopping")
@@ -260,7 +266,7 @@ class JobManager:
         return st
 
     def _stop_here(self, st: JobState) -> None:
-        st.leftover = processes.stop_job(st, st.log_stop)
+        st.leftover = executor.for_state(st).stop(st, st.log_stop)
         outcome.conclude(st, None, [])
         self._record_outcome(st)
 
@@ -285,12 +291,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _overlap(kind: str, ids: list[int], cmd: command.Command) -> bool:
-    if kind != cmd.device_kind:
-        return False
-    return kind == "cpu" or bool(set(ids) & set(cmd.devices)) or not ids
 
 
 def busy_message(job: JobState) -> Msg:

@@ -61,6 +61,8 @@ class JobState:
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
     files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
+    executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
+    slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
 
     @property
     def active(self) -> bool:

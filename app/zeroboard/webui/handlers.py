@@ -103,7 +103,9 @@ def command_html(cmd: command.Command, lang: str = "en") -> str:
         path = html.escape(cmd.deepspeed_config)
         shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
     where = html.escape(text("cli.run_from", lang, cwd=cmd.cwd))
-    return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
+    if cmd.script is not None:  # a Slurm job: the script Start writes and submits, then the submitting line
+        script = html.escape(text("cli.sbatch_script", lang, path=cmd.argv[-1])) + "\n" + html.escape(cmd.script)
+        return f'<pre class="zb-cmd">{where}\n{script}\n{shell}</pre>'
 
 
 def deepspeed_json(cmd: command.Command | None) -> str:

@@ -211,7 +211,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Move optimizer states (and, for stage 3, parameters) to CPU memory.",
         "把优化器状态(stage 3 时还有参数)放到 CPU 内存。",
     ),
-    "launcher": ("Launcher", "启动器", "Which launcher starts the processes.", "用哪个启动器启动进程。"),
+    "launcher": (
+        "Launcher",
+        "启动器",
+        "Which launcher starts the processes: torchrun or deepspeed on this machine, or slurm (sbatch on a cluster).",
+        "用哪个启动器启动进程:在本机用 torchrun 或 deepspeed,或用 slurm(在集群上 sbatch 提交)。",
+    ),
     "num_nodes": (
         "Nodes",
         "节点数",
@@ -242,5 +247,26 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "额外参数(JSON)",
         "More transformers TrainingArguments, as a mapping.",
         "更多 transformers TrainingArguments,写成 JSON 对象。",
+    ),
+    "slurm_partition": ("Slurm partition", "Slurm 分区", "Partition to submit to (empty = the cluster's default).", "提交到哪个分区(留空 = 集群的默认分区)。"),
+    "slurm_gpus_per_node": (
+        "GPUs per node",
+        "每节点 GPU 数",
+        "GPUs each node gets from Slurm, one rank each (0 = CPU ranks: num_processes per node).",
+        "每个节点向 Slurm 申请的 GPU 数,每个 GPU 一个 rank(0 = CPU rank:每节点 num_processes 个)。",
+    ),
+    "slurm_cpus_per_task": (
+        "CPUs per node",
+        "每节点 CPU 数",
+        "CPU cores for the one task on each node (0 = one per rank).",
+        "每个节点上那一个任务使用的 CPU 核数(0 = 每个 rank 一个)。",
+    ),
+    "slurm_time": ("Time limit", "时间限制", "Slurm time limit, e.g. 02:00:00 or 1-12:00:00 (empty = the partition's).", "Slurm 时间限制,例如 02:00:00 或 1-12:00:00(留空 = 分区的默认值)。"),
+    "slurm_account": ("Slurm account", "Slurm 账户", "Account to charge (empty = your default).", "记账用的账户(留空 = 你的默认账户)。"),
+    "slurm_extra": (
+        "More #SBATCH options",
+        "更多 #SBATCH 选项",
+        "More sbatch options, comma-separated, e.g. --mem=64G, --qos=normal.",
+        "更多 sbatch 选项,用逗号分隔,例如 --mem=64G, --qos=normal。",
     ),
 }
