@@ -190,7 +190,7 @@ def _check_cutoff(spec: JobSpec, model_dir: Path | None, sample: list, r: Report
     """Tokenize a sample with the model's tokenizer: a cutoff that leaves no answer to learn is refused before launch."""
     if "cutoff_len" in r.errors:
         return
-    counted = samples.count(sample, model_dir, spec.template, spec.cutoff_len) if model_dir else None
+    counted = samples.count(sample, model_dir, spec.template, spec.cutoff_len, spec.truncation) if model_dir else None
     if counted is None or not counted.seen:
         return
     if counted.answer_lost == counted.seen:

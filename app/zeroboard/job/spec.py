@@ -32,6 +32,7 @@ Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
 Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
 OnOff = Literal["auto", "on", "off"]
+Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
 
@@ -64,6 +65,7 @@ class JobSpec:
     dataset: list[str] = _f(["identity", "demo_alpaca"], "data")
     template: Template = _f("auto", "data")
     cutoff_len: int = _f(128, "data")
+    truncation: Truncation = _f("proportional", "data")
     max_samples: int = _f(0, "data")
     val_size: float = _f(0.0, "data")
     eval_dataset: list[str] = _f([], "data")

@@ -40,6 +40,14 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Longest tokenized sample; longer ones are truncated.",
         "单个样本的最大 token 数,超出部分被截断。",
     ),
+    "truncation": (
+        "Truncation",
+        "截断方式",
+        "How a sample longer than the cutoff is cut. proportional (LLaMA-Factory's rule): each prompt and its answer "
+        "are trimmed in proportion, so part of every answer is kept; end: the sample is cut at its end.",
+        "超过截断长度的样本如何截断。proportional(LLaMA-Factory 的规则):每段提问和它的回答按比例裁短,"
+        "每个回答都保留一部分;end:直接截掉样本的末尾。",
+    ),
     "max_samples": (
         "Max samples",
         "最大样本数",
