@@ -50,7 +50,7 @@ def test_the_previewed_script_for_two_nodes_is_one_slurm_accepts(cluster, tmp_pa
     shown = capsys.readouterr().out
     script = shown[shown.index("#!/bin/bash"):shown.rindex("sbatch --parsable")]
     for part in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "srun", "torchrun", '--nnodes "$SLURM_NNODES"',
-                 '--node_rank "$SLURM_NODEID"', "--rdzv_backend c10d", f"#SBATCH --output={out.resolve()}/launcher.log"):
+                 '--rdzv_id "$SLURM_JOB_ID"', "--rdzv_backend c10d", f"#SBATCH --output={out.resolve()}/launcher.log"):
         assert part in script, part
     path = tmp_path / "shown.sbatch"
     path.write_text(script)

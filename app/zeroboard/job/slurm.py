@@ -4,8 +4,8 @@ One task per node; each task runs torchrun, which starts that node's ranks and
 meets the other nodes through c10d rendezvous on the first node of the
 allocation::
 
-    srun --ntasks-per-node=1 bash -c 'torchrun --nnodes "$SLURM_NNODES" --node_rank "$SLURM_NODEID"
-        --rdzv_backend c10d --rdzv_endpoint "$ZB_HEAD:PORT" ... -m zeroboard.training.train ...'
+    srun --ntasks-per-node=1 bash -c 'torchrun --nnodes "$SLURM_NNODES" --rdzv_backend c10d
+        --rdzv_endpoint "$ZB_HEAD:PORT" --rdzv_id "$SLURM_JOB_ID" ... -m zeroboard.training.train ...'
 
 The run folder and the Python environment must be on a filesystem every node
 shares (as home and project folders are on a cluster): the ranks write events
@@ -38,7 +38,7 @@ FIELDS_OF_REASONS = (("partition", "slurm_partition"), ("account", "slurm_accoun
                      ("gres", "slurm_gpus_per_node"), ("gpu", "slurm_gpus_per_node"), ("node", "num_nodes"),
                      ("cpu", "slurm_cpus_per_task"), ("processor", "slurm_cpus_per_task"))
 # the variables the per-node shell fills in (kept out of quoting)
-NODE_VARS = {"$SLURM_NNODES", "$SLURM_NODEID", "$ZB_HEAD", "$SLURM_JOB_ID"}
+NODE_VARS = {"$SLURM_NNODES", "$ZB_HEAD", "$SLURM_JOB_ID"}
 
 
 def problems(spec: JobSpec) -> dict[str, Msg]:
@@ -74,10 +74,12 @@ def render(spec: JobSpec, argv: list[str], env: dict[str, str], run_dir: Path, c
             lines.append(f"#SBATCH --{flag}={value}")
     lines += [f"#SBATCH --output={run_dir / 'launcher.log'}", "#SBATCH --open-mode=append", f"#SBATCH --chdir={cwd}"]
     lines += [f"#SBATCH {x}" for x in spec.slurm_extra]
-    lines += ["", f"# ZeroBoard's run {run_dir}: the run folder and this Python are on storage every node shares",
-              "set -euo pipefail"]
+    lines += ["", "# " + say("slurm.script_note", run=str(run_dir)), "set -euo pipefail"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    lines += ['ZB_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', "export ZB_HEAD",
+    lines += ["# the rendezvous: the first node of the allocation, by the address Slurm itself reaches it at",
+              'ZB_HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+              """ZB_HEAD=$(scontrol show node "$ZB_HEAD_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')""",
+              'export ZB_HEAD="${ZB_HEAD:-$ZB_HEAD_NODE}"',
               f"srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(node_command(argv))}", ""]
     return "\n".join(lines)
 
@@ -88,8 +90,9 @@ def node_command(argv: list[str]) -> str:
 
 
 def torchrun_args(spec: JobSpec, port: int, ranks_per_node: int) -> list[str]:
-    """torchrun's options on a Slurm allocation: every node finds the first one through c10d."""
-    return ["--nnodes", "$SLURM_NNODES", "--node_rank", "$SLURM_NODEID", "--rdzv_backend", "c10d",
+    """torchrun's options on a Slurm allocation: every node finds the first one through c10d, which also numbers
+    the nodes (a --node_rank is only read by the static rendezvous; torchrun ignores it here, with a warning)."""
+    return ["--nnodes", "$SLURM_NNODES", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", f"$ZB_HEAD:{port}", "--rdzv_id", "$SLURM_JOB_ID", "--nproc_per_node", str(ranks_per_node)]
 
 

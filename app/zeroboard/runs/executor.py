@@ -96,23 +96,6 @@ class LocalExecutor(Executor):
         return processes.job_processes(st)
 
 
-def for_state(st: JobState) -> Executor:
-    """The executor of a recorded run (a fresh one: it follows the run from what was recorded)."""
-    if st.executor == "slurm":
-        from .slurm import SlurmExecutor
-
-        return SlurmExecutor()
-    return LocalExecutor()
-
-
-def for_command(cmd: dict) -> Executor:
-    if cmd.get("executor") == "slurm":
-        from .slurm import SlurmExecutor
-
-        return SlurmExecutor()
-    return LocalExecutor()
-
-
 # --- the supervisor: ZeroBoard's own process, on this machine, whatever executor runs the job ---------------------
 
 

@@ -26,7 +26,7 @@ from ..job import command, folders, modelinfo, record, spec as specmod
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import executor, outcome
+from . import executor, executors, outcome
 from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
@@ -106,7 +106,7 @@ class JobManager:
                 return st
             if entry.get("abort_requested"):  # Abort stops it from here (no supervisor to ask)
                 st.abort_requested, st.status, st.message = entry["abort_requested"], "stopping", say("run.stopping")
-            runner = executor.for_state(st)
+            runner = executors.for_state(st)
             if runner.left(st):
                 return st  # the job runs on without its supervisor (or is being stopped from here)
             evs = record.read_events(st.output / record.EVENTS_FILE)
@@ -266,7 +266,7 @@ class JobManager:
         return st
 
     def _stop_here(self, st: JobState) -> None:
-        st.leftover = executor.for_state(st).stop(st, st.log_stop)
+        st.leftover = executors.for_state(st).stop(st, st.log_stop)
         outcome.conclude(st, None, [])
         self._record_outcome(st)
 

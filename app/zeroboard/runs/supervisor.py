@@ -31,7 +31,7 @@ from .. import files
 from ..job import folders, record
 from ..job.registry import Registry
 from ..words import Msg, from_json, say
-from . import executor, outcome
+from . import executors, outcome
 from .state import JobState, hold_lock, write_state
 
 RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
@@ -57,7 +57,7 @@ class Supervisor:
                               grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
                               node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])])
-        self.executor = executor.for_command(self.cmd)
+        self.executor = executors.for_command(self.cmd)
         self.state.executor = self.executor.name
         self.disk_error: Msg | None = None
         self.stop_asked = stop_asked

@@ -127,4 +127,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "slurm.ended_as": ("Slurm says job {job_id} ended as {state}", "Slurm 显示作业 {job_id} 以 {state} 结束"),
     "slurm.still_there": ("Slurm still lists job {job_id} after {seconds} s", "{seconds} 秒后 Slurm 仍列出作业 {job_id}"),
     "cli.sbatch_script": ("# the sbatch script, written to {path} by Start:", "# sbatch 脚本,开始时写入 {path}:"),
+    "slurm.script_note": (
+        "ZeroBoard's run {run}: the run folder and this Python are on storage every node shares",
+        "ZeroBoard 的运行 {run}:运行目录和这个 Python 都在所有节点共享的存储上",
+    ),
 }
