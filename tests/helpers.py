@@ -103,3 +103,40 @@ def register(manager: JobManager, st: JobState) -> JobState:
         manager.registry.add({"run_dir": st.run_dir, "source": "page", "device_kind": st.device_kind,
                               "devices": st.devices})
     return st
+
+
+# Liger's layout as its monkey_patch.py has it (liger-kernel 0.8.5): the table and, per model type, the kernel
+# parameters with their defaults; Granite's fused loss raises. Only the signature facts, for CPU machines without
+# Liger; tests/test_liger_coverage.py checks the reader against the installed Liger where there is one.
+LIGER_LAYOUT = '''
+def apply_liger_kernel_to_llama(rope: bool = True, cross_entropy: bool = False, fused_linear_cross_entropy: bool = True,
+                                rms_norm: bool = True, swiglu: bool = True, model=None) -> None:
+    pass
+
+
+def apply_liger_kernel_to_gemma(rope: bool = True, cross_entropy: bool = False, fused_linear_cross_entropy: bool = True,
+                                rms_norm: bool = True, geglu: bool = True, model=None) -> None:
+    pass
+
+
+def apply_liger_kernel_to_granite(rope: bool = True, cross_entropy: bool = True, fused_linear_cross_entropy: bool = False,
+                                  rms_norm: bool = True, swiglu: bool = True, model=None) -> None:
+    if fused_linear_cross_entropy:
+        raise NotImplementedError("LigerFusedLinearCrossEntropy is not available for Granite models.")
+
+
+MODEL_TYPE_TO_APPLY_LIGER_FN = {
+    "llama": apply_liger_kernel_to_llama, "mistral": apply_liger_kernel_to_llama, "qwen2": apply_liger_kernel_to_llama,
+    "qwen3": apply_liger_kernel_to_llama, "smollm3": apply_liger_kernel_to_llama, "phi3": apply_liger_kernel_to_llama,
+    "ministral": apply_liger_kernel_to_llama, "gemma": apply_liger_kernel_to_gemma,
+    "gemma2": apply_liger_kernel_to_gemma, "gemma3_text": apply_liger_kernel_to_gemma,
+    "granite": apply_liger_kernel_to_granite,
+}
+'''
+
+
+def liger_installed(monkeypatch, installed: bool = True) -> None:
+    """As on a GPU machine with (or without) liger-kernel: the planner, checks and trainer read LIGER_LAYOUT."""
+    from zeroboard.job import liger
+
+    monkeypatch.setattr(liger, "source_text", lambda: (LIGER_LAYOUT, "tests") if installed else None)
