@@ -17,7 +17,7 @@ EXTRAS   ?=
 # e.g. WEBUI_ARGS="--port 8080"
 WEBUI_ARGS ?=
 
-.PHONY: install install-test run test lint chromium slurm
+.PHONY: install install-test run test lint chromium slurm liger-source
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -27,7 +27,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
-install-test: install chromium slurm
+install-test: install chromium slurm liger-source
 	$(BIN)/pip install --quiet -e ".[test]"
 
 chromium:
@@ -51,3 +51,9 @@ lint: install-test
 # slurm-wlm with munge, and slurmdbd on MariaDB so that sacct answers.
 slurm:
 	@command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null; }
+
+# Liger's own source for the planner's tests (which kernels each model type gets): its wheel, downloaded, not
+# installed (installing it would pull Triton, a GPU compiler)
+WHEEL_CACHE ?= $(HOME)/.cache/zeroboard/wheels
+liger-source: $(BIN)/python
+	@ls $(WHEEL_CACHE)/liger_kernel-*.whl >/dev/null 2>&1 || $(BIN)/pip download --quiet --no-deps "liger-kernel>=0.8,<0.9" -d $(WHEEL_CACHE)

@@ -120,3 +120,30 @@ def owned_run(folder: Path, index: Path | None = None, files: list[str] | None =
         state["files"] = files
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     return folder
+
+
+# Liger's own source, as the GPU image installs it: `make install-test` downloads the liger-kernel wheel (pure
+# Python; not installed: it would pull Triton) and the tests read its monkey_patch.py through job/liger.py.
+WHEELS = Path(os.environ.get("ZEROBOARD_WHEEL_CACHE") or Path.home() / ".cache" / "zeroboard" / "wheels")
+
+
+_REAL_SOURCE: dict = {}  # job.liger.source_text before any test replaced it
+
+
+def liger_wheel() -> Path:
+    found = sorted(WHEELS.glob("liger_kernel-*.whl"))
+    assert found, f"no liger-kernel wheel in {WHEELS}: `make install-test` downloads it"
+    return found[-1]
+
+
+def liger_installed(monkeypatch, installed: bool = True) -> None:
+    """As on a GPU machine with (or without) liger-kernel: the planner, checks and trainer read its real source."""
+    from zeroboard.job import liger
+
+    if installed:
+        monkeypatch.setenv(liger.SOURCE_ENV, str(liger_wheel()))
+        monkeypatch.setattr(liger, "source_text", _REAL_SOURCE.setdefault("fn", liger.source_text))
+    else:
+        _REAL_SOURCE.setdefault("fn", liger.source_text)
+        monkeypatch.delenv(liger.SOURCE_ENV, raising=False)
+        monkeypatch.setattr(liger, "source_text", lambda: None)

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from helpers import liger_installed  # noqa: E402
 from zeroboard import planner
 from zeroboard.cli import main as cli_main
 from zeroboard.job import devices, spec
 from zeroboard.planner import search as fitmod
 from zeroboard.webui import handlers, plan_fit, plan_panel
+
+
+@pytest.fixture(autouse=True)
+def _liger_layout(monkeypatch):
+    """Plans are made as on the H200: Liger installed, its layout as tests/helpers.LIGER_LAYOUT has it."""
+    liger_installed(monkeypatch)
+
 
 GIB = 1 << 30
 LLAMA_1B = dict(model_type="llama", hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,

@@ -16,7 +16,7 @@ from .. import workspace
 from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, modelinfo, samples, slurm
+from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
@@ -36,9 +36,6 @@ OWNED_ARGS = {
     "eval_steps": "eval_steps", "eval_strategy": "eval_steps",
 }
 
-# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
-LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
-                     "granite", "olmo2", "glm4", "smollm3"}
 # model types whose transformers class has no SDPA path (``_supports_sdpa = False``: Gemma-2's attention soft-capping):
 # "auto" runs them with eager attention, which keeps each layer's seq x seq weights; "sdpa" fails at load
 EAGER_ONLY_MODEL_TYPES = {"gemma2"}
@@ -342,9 +339,9 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
     if spec.liger_kernel == "on":
         if not use_gpu:
             r.errors["liger_kernel"] = say("check.liger_cpu")
-        elif not modelinfo.installed("liger_kernel"):
+        elif liger.source_text() is None:
             r.errors["liger_kernel"] = say("check.liger_missing")
-        elif model_type and model_type not in LIGER_MODEL_TYPES:
+        elif model_type and not liger.coverage(model_type):  # what the installed Liger's own table patches
             r.errors["liger_kernel"] = say("check.liger_model", model_type=model_type)
     if spec.attn_implementation == "flash_attention_2":
         old = [g.index for g in where.chosen if g.compute_capability < (8, 0)]

@@ -17,7 +17,7 @@ from ..job import devices
 from ..job.spec import JobSpec
 from ..words import say, text, tr
 from . import advice, search as fitmod
-from .memory import CONTEXT, GIB, Plan, Setup, liger_on, plan_one, setup_of
+from .memory import CONTEXT, GIB, Plan, Setup, liger_wanted, plan_one, setup_of, with_liger
 from .report import advice_text, render_markdown
 from .shapes import ModelShape, PlanError, read_model, shape_from_config
 
@@ -35,12 +35,11 @@ def _capacity(s: Setup, gpus: list[devices.Gpu], ids: list[int], host_available:
 
 def _setup(spec: JobSpec, gpus: list[devices.Gpu], shape: ModelShape, weights_16bit_without_ds: bool = False) -> Setup:
     s = setup_of(spec, gpus)
-    liger = liger_on(spec, s, shape.model_type)
-    return replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
-                   pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger=liger and shape.rms_norm and shape.gated,
-                   eager_attention=spec.attn_implementation == "eager" or (
-                       spec.attn_implementation == "auto" and shape.eager_default),
-                   fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
+    s = replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
+                pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger_wanted=liger_wanted(spec, s.device),
+                eager_attention=spec.attn_implementation == "eager" or (
+                    spec.attn_implementation == "auto" and shape.eager_default))
+    return with_liger(shape, s)
 
 
 def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_available: int | None = None,

@@ -18,9 +18,9 @@ measured on an H200 (benchmarks/planner_heldout.py, calibration set) and is the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from ..job import checks, devices, modelinfo, placement
+from ..job import devices, liger as ligerinfo, placement
 from ..job.spec import JobSpec
 from ..words import text
 from . import activations as act
@@ -75,9 +75,13 @@ class Setup:
     max_live_params: int = 1_000_000_000
     weights_16bit_without_ds: bool = False  # a script that loads the model in 16 bit (the reference table)
     pure_bf16: bool = False  # the job's pure_bf16: 16-bit weights, adapters and AdamW states, no master copy
-    liger: bool = False  # Liger's RMSNorm / SwiGLU kernels: they save less for the backward pass
+    liger: bool = False  # Liger's RMSNorm: it saves its input and 1/rms only (job.liger: what Liger applies)
     eager_attention: bool = False  # eager attention (chosen, or the model's default): seq x seq scores per layer
     fused_loss: bool = False  # Liger's fused linear cross-entropy: the logits are never materialized
+    liger_mlp: bool = False  # Liger's SwiGLU / GeGLU: the activation is recomputed in backward
+    liger_ce: bool = False  # Liger's (unfused) cross-entropy: the gradient written into the fp32 logits
+    liger_wanted: bool = False  # the trainer will patch with Liger (on, or auto with Liger installed, on a GPU)
+    accumulation: int = 1  # gradient accumulation steps
     offload_requested: bool = False  # the DeepSpeed config offloads (on CPU processes that moves nothing)
     masked: bool = False  # padded (micro-batch > 1) or packed batches: attention carries a mask
     reduce_bucket: int = 0  # DeepSpeed's reduce_bucket_size in elements (0: the preset's, or H² when "auto")
@@ -124,14 +128,16 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
                  number("stage3_max_live_parameters", 1_000_000_000), offload_requested=where.offload,
                  masked=spec.packing or spec.per_device_train_batch_size > 1,
                  reduce_bucket=number("reduce_bucket_size", 0), sub_group=number("sub_group_size", 1_000_000_000),
-                 reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000))
+                 reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000),
+                 accumulation=max(1, spec.gradient_accumulation_steps))
 
 
 # --- activations ----------------------------------------------------------------------------
 
 def act_mode(s: Setup) -> ActMode:
     lora = s.finetuning == "lora"
-    common = dict(liger=s.liger, masked=s.masked, seq=s.seq, eager=s.eager_attention)
+    common = dict(liger=s.liger, liger_mlp=s.liger_mlp, masked=s.masked, seq=s.seq, eager=s.eager_attention,
+                  cuda=s.device == "cuda")
     if not s.half:
         return ActMode("fp32", lora, **common)
     if not s.deepspeed:
@@ -151,19 +157,26 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     m = act_mode(s)
     t = s.tokens
     per_layer = act.layer_act_bytes(shape, m, list(s.lora_target), s.lora_rank)
+    # a sliding-window layer gets a mask once the sequence reaches the window (transformers' masking_utils: the
+    # causal shortcut is skipped when kv_length >= the window): SDPA's masked kernel, k and v repeated, the bias
+    slides = shape.sliding_layers if shape.sliding_window and s.seq >= shape.sliding_window and not m.masked else 0
+    per_sliding = act.layer_act_bytes(shape, replace(m, masked=True), list(s.lora_target), s.lora_rank) if slides else 0
     recompute = 0
     if s.checkpointing:  # each layer keeps its input; backward recomputes one layer at a time
         layers = t * shape.layers * m.e_res * shape.hidden
         # that layer's saved tensors, and its backward's: the gradient of its input and of the MLP's inner width
-        recompute = t * (per_layer + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
+        recompute = t * (max(per_layer, per_sliding) + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
     else:
-        layers = t * shape.layers * per_layer
+        layers = t * ((shape.layers - slides) * per_layer + slides * per_sliding)
     copies = {"forward": 0, "backward": 0}
     if m.kind == "autocast" and not s.weights_16bit_without_ds:
         copies = act.autocast_copies(shape, s.finetuning == "lora", s.checkpointing)
     head_trains = s.finetuning == "full" or "lm_head" in s.lora_target
-    loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains)
-    return {"layers": layers, "other": t * act.outside_bytes(shape, m), "recompute": recompute,
+    loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains, s.liger_ce)
+    # the sliding layers' boolean mask: alone at micro-batch 1, beside the full layers' mask when padded or packed
+    two_kinds = m.masked and 0 < shape.sliding_layers < shape.layers and s.seq >= shape.sliding_window
+    other = t * (act.outside_bytes(shape, m) + (s.seq if slides or two_kinds else 0))
+    return {"layers": layers, "other": other, "recompute": recompute,
             "copies_forward": copies["forward"], "copies_backward": copies["backward"],
             "loss_forward": loss["forward"], "loss_kept": loss["kept"], "loss_backward": loss["backward"],
             "per_token_per_layer": per_layer}
@@ -227,12 +240,19 @@ PHASES = ("forward", "backward", "step")
 
 def moments(shape: ModelShape, s: Setup, st, a: dict) -> dict[str, dict[str, int]]:
     """Each moment of a step, as parts (weights, gradients, optimizer states, activations, buffers)."""
-    base = {"weights": st.weights, "optimizer states": st.optimizer, "gradients": st.grads, "buffers": st.buffers}
+    # Without DeepSpeed, gradient accumulation keeps the gradients of the micro-batches before (4 bytes a trainable
+    # parameter in fp32) through every later forward and backward pass; DeepSpeed accumulates into buffers it holds
+    # anyway (ZeRO-2's gradient partition, ZeRO-3's flat gradient buffer; with offload, pinned host buffers)
+    acc = st.grads_end if s.accumulation > 1 and not s.deepspeed else 0
+    base = {"weights": st.weights, "optimizer states": st.optimizer, "gradients": st.grads + acc, "buffers": st.buffers}
     acts = a["layers"] + a["other"]
     fwd = {**base, "activations": acts + a["copies_forward"] + a["loss_forward"],
            "buffers": st.buffers + st.live_params}
     bwd_acts = acts + a["recompute"] + (a["copies_backward"] if not s.checkpointing else a["copies_backward"])
-    bwd = {**base, "activations": bwd_acts + a["loss_backward"], "gradients": st.grads + st.head_grad,
+    # DeepSpeed's backward buffers appear at the first gradient hook, once the head's backward is done: by then the
+    # loss's gradient buffers (HF's loss: 12 bytes a token and vocabulary entry) are freed but what the loss keeps
+    loss_or_hook = max(a["loss_backward"], a["loss_kept"] + st.backward)
+    bwd = {**base, "activations": bwd_acts + loss_or_hook - st.backward, "gradients": st.grads + acc + st.head_grad,
            "buffers": st.buffers + st.live_params + st.backward}
     out = {"forward": fwd, "backward": bwd}
     if st.flush:
@@ -240,7 +260,7 @@ def moments(shape: ModelShape, s: Setup, st, a: dict) -> dict[str, dict[str, int
             shape.params if s.finetuning == "full" else lora_params(shape, s.lora_rank, list(s.lora_target))) else 0.0
         alive = int(a["layers"] * share) + (a["recompute"] if share > 0 else 0) + a["other"] * (share > 0)
         pending = a["loss_kept"] if shape.tied else 0  # a tied head's gradient waits for the embedding's
-        flush = {**base, "activations": alive + pending, "gradients": st.grads + st.flush["bytes"],
+        flush = {**base, "activations": alive + pending, "gradients": st.grads + acc + st.flush["bytes"],
                  "buffers": st.buffers + st.backward}
         out["flush"] = flush
     out["step"] = {**base, "activations": 0, "gradients": st.grads + st.grads_end + max(st.end_extra, st.step_extra),
@@ -271,7 +291,7 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
         host = (CPU_RUNTIME_DS if s.deepspeed else CPU_RUNTIME) + ckpt + peak
     moving = peak - st.resident
     share = SLACK_VARIED if (s.stage == "3" or s.checkpointing) else SLACK
-    layout = max(int(share * moving), first_step_layout(st, totals) - peak)
+    layout = max(int(share * moving), first_step_layout(st, totals) - peak) + hf_loss_hole(shape, s)
     slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + layout + loss_drift(shape, s)
     return Plan(s, shape, psi, trainable, parts[phase], peak, "backward" if phase == "flush" else phase, host, None,
                 formula_of(s), a, moments=totals, slack_bytes=slack)
@@ -294,6 +314,16 @@ def first_step_layout(st, totals: dict[str, int]) -> int:
     return st.resident + filled + max(passes - filled, st.first_step)
 
 
+def hf_loss_hole(shape: ModelShape, s: Setup) -> int:
+    """HF's loss without DeepSpeed's varied layouts (no ZeRO-3, no checkpointing): one 16-bit logits-sized block more
+    than the 5% share. Measured, not derived: the GPT-BigCode rows of the fourth held-out set and its confirmation
+    (benchmarks/results/planner_heldout4.json) had 0.2-0.4 GiB more above the allocator's peak than the share gave,
+    about 1-1.4 bytes a token and vocabulary entry; the Liger-patched families never build these buffers."""
+    if s.device != "cuda" or s.fused_loss or s.liger_ce or s.stage == "3" or s.checkpointing:
+        return 0
+    return act_mode(s).e * s.tokens * shape.vocab
+
+
 def loss_drift(shape: ModelShape, s: Setup) -> int:
     """Room for the loss's logits-sized buffers moving between steps: ZeRO-3 with offload (its loss is HF's).
 
@@ -307,14 +337,26 @@ def loss_drift(shape: ModelShape, s: Setup) -> int:
     return e * s.tokens * shape.vocab + (e * shape.vocab * shape.hidden if shape.tied else 0)
 
 
-def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:
-    """Whether the trainer will patch the model with Liger's kernels (see train.Speedups).
+def with_liger(shape: ModelShape, s: Setup) -> Setup:
+    """The Liger kernels this setting gets, as the installed Liger's own signature for the model type says
+    (:mod:`zeroboard.job.liger`), for the config the trainer passes at this stage; none when Liger is not wanted
+    or does not patch the model type (the plain path, planned as such)."""
+    cov = None
+    if s.liger_wanted and s.device == "cuda":
+        config = ligerinfo.trainer_config(shape.model_type, s.stage == "3", s.finetuning == "lora"
+                                          and "lm_head" in s.lora_target)
+        cov = ligerinfo.coverage(shape.model_type, config)
+    if cov is None:
+        return replace(s, liger=False, liger_mlp=False, fused_loss=False, liger_ce=False)
+    return replace(s, liger=cov.norm and shape.rms_norm, liger_mlp=cov.mlp and shape.gated, fused_loss=cov.fused_loss,
+                   liger_ce=cov.has("cross_entropy") and not cov.fused_loss)
 
-    Under ZeRO-3, or with a LoRA on lm_head, it leaves out the fused linear cross-entropy.
-    """
-    if spec.liger_kernel == "off" or s.device != "cuda" or model_type not in checks.LIGER_MODEL_TYPES:
+
+def liger_wanted(spec: JobSpec, device: str) -> bool:
+    """Whether the trainer will call Liger at all (train.Speedups): on, or auto with Liger installed, on a GPU."""
+    if spec.liger_kernel == "off" or device != "cuda":
         return False
-    return spec.liger_kernel == "on" or modelinfo.installed("liger_kernel")
+    return spec.liger_kernel == "on" or ligerinfo.source_text() is not None
 
 
 def formula_of(s: Setup) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .memory import Plan, Setup, plan_one
+from .memory import Plan, Setup, plan_one, with_liger
 from .shapes import ModelShape
 
 REF_PARAMS = 1.1e9
@@ -99,13 +99,12 @@ def search(shape: ModelShape, s: Setup, accumulation: int, capacity: int | None,
         for ckpt in (False, True):
             for m in micro_batches(per_device):
                 packed = s.masked and s.micro_batch == 1  # a mask with one row a micro-batch: packing
-                alt = replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3",
-                              checkpointing=ckpt, micro_batch=m, masked=packed or m > 1,
-                              fused_loss=s.liger and stage != "3" and not (s.finetuning == "lora"
-                                                                           and "lm_head" in s.lora_target))
+                ga = per_device // m
+                alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3",
+                                                checkpointing=ckpt, micro_batch=m, masked=packed or m > 1,
+                                                accumulation=ga))
                 p = plan_one(shape, alt)
                 p.capacity_bytes = capacity
-                ga = per_device // m
                 t, why = step_time(shape, alt, ga, p.trainable, p.params)
                 out.append(Choice(stage, off, m, ga, ckpt, p, t, s.world * per_device * s.seq / t, why))
     out.sort(key=lambda c: (c.fits is False, c.tight, -c.tokens_per_s))

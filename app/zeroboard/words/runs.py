@@ -108,11 +108,16 @@ WORDS: dict[str, tuple[str, str]] = {
     "train.liger_no_kernels": ("no Liger kernels for model type {model_type}", "Liger 没有 {model_type} 类型模型的算子"),
     "train.liger_on_but": ("liger_kernel: is on but {why}; choose auto or off", "liger_kernel:设为 on,但{why};请选择 auto 或 off"),
     "train.liger_off": ("Liger kernels off ({why})", "Liger 算子关闭({why})"),
-    "train.liger_on": ("Liger kernels on (RMSNorm, SwiGLU, RoPE)", "Liger 算子开启(RMSNorm、SwiGLU、RoPE)"),
-    "train.liger_on_fused": (
-        "Liger kernels on (RMSNorm, SwiGLU, RoPE + fused linear cross-entropy)",
-        "Liger 算子开启(RMSNorm、SwiGLU、RoPE + 线性层与交叉熵融合)",
-    ),
+    # what the installed Liger's own function for the model type applies (zeroboard.job.liger), kernel by kernel
+    "train.liger_on": ("Liger kernels on ({kernels})", "Liger 算子开启({kernels})"),
+    "train.liger_and": ("{a}, {b}", "{a}、{b}"),
+    "train.liger_k.rms_norm": ("RMSNorm", "RMSNorm"),
+    "train.liger_k.swiglu": ("SwiGLU", "SwiGLU"),
+    "train.liger_k.geglu": ("GeGLU", "GeGLU"),
+    "train.liger_k.layer_norm": ("LayerNorm", "LayerNorm"),
+    "train.liger_k.rope": ("RoPE", "RoPE"),
+    "train.liger_k.fused_linear_cross_entropy": ("fused linear cross-entropy", "线性层与交叉熵融合"),
+    "train.liger_k.cross_entropy": ("cross-entropy (logits still built)", "交叉熵(仍生成 logits)"),
     "train.pure_bf16_precision": (
         "pure_bf16: needs bf16 compute but this job runs in {precision}; untick pure_bf16",
         "pure_bf16:需要 bf16 计算,但这个任务使用 {precision};请取消纯 bf16",
