@@ -34,6 +34,7 @@ Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3
 OnOff = Literal["auto", "on", "off"]
 Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+MasterWeights = Literal["auto", "split", "fp32"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
 
 # The longest text a field takes: paths (PATH_MAX is 4096 bytes on Linux), names, the extra arguments' JSON.
@@ -93,6 +94,7 @@ class JobSpec:
     attn_implementation: Attention = _f("auto", "speed")
     packing: bool = _f(False, "speed")
     pure_bf16: bool = _f(False, "speed")
+    master_weights: MasterWeights = _f("auto", "speed")
     # --- LoRA ------------------------------------------------------------------
     lora_rank: int = _f(8, "lora")
     lora_alpha: int = _f(16, "lora")
