@@ -7,8 +7,11 @@ The throughput model (docs/en/gpu-results.md, "How --fit ranks settings") comes 
 a 1.1 B Llama (benchmarks/results/h200.json: micro-batch 8 x 1024 tokens, one GPU, Liger on), scaled to other
 models by their FLOPs per token and parameter counts:
 
-- compute: seconds per token of the no-DeepSpeed run (full 0.145 s, LoRA 0.203 s per 8192 tokens) x this model's
-  FLOPs per token / the 1.1 B model's; gradient checkpointing recomputes the forward pass: x 4/3 (8N instead of
+- compute: seconds per token of the no-DeepSpeed run x this model's FLOPs per token / the 1.1 B model's. With fp32
+  weights + autocast: full 0.145 s, LoRA 0.203 s per 8192 tokens (h200.json). With 16-bit weights (the split master
+  weights, the default since issue 26; pure bf16; DeepSpeed's 16-bit model): full 0.118 s, pure bf16 + Liger's row of
+  h200_speedups.json (the split optimizer reads and writes 26 bytes a weight against pure bf16's 14: about 5 ms more,
+  not measured yet); LoRA with its bf16 base: 0.203 s, the autocast figure, kept until measured; gradient checkpointing recomputes the forward pass: x 4/3 (8N instead of
   6N FLOPs, from the arithmetic, not measured); each micro-batch also costs a fixed 5 ms (kernel launches; an
   assumption, not measured), which is what makes small micro-batches slower;
 - ZeRO-2: + 0.085 s per optimizer step per 1.1 B trainable parameters on a device (flatten, fp32 copy, AdamW on
@@ -29,7 +32,9 @@ from .shapes import ModelShape
 REF_PARAMS = 1.1e9
 REF_TOKENS = 8192
 REF_FLOPS = 6.76e9  # per token, full fine-tuning of the reference model (6 x matmul parameters + attention)
-COMPUTE_S = {"full": 0.145, "lora": 0.203}  # per REF_TOKENS, no DeepSpeed
+# per REF_TOKENS without DeepSpeed: fp32 weights + autocast (h200.json), and 16-bit weights (the split master, LoRA's
+# bf16 base, pure bf16; DeepSpeed's 16-bit model computes the same way)
+COMPUTE_S = {("full", False): 0.145, ("lora", False): 0.203, ("full", True): 0.118, ("lora", True): 0.203}
 MICRO_BATCH_S = 0.005
 CHECKPOINTING = 4 / 3
 STEP_S = {("2", False): 0.085, ("2", True): 0.45, ("3", True): 0.16}  # per step, per REF_PARAMS trainable on a device
@@ -74,7 +79,8 @@ def step_time(shape: ModelShape, s: Setup, accumulation: int, trainable: int, ps
     """Expected seconds per optimizer step on one device, and the term that dominates it."""
     lora = s.finetuning == "lora"
     key = (s.stage if s.stage in ("2", "3") else "none", s.offload_optimizer)
-    per_token = COMPUTE_S["lora" if lora else "full"] / REF_TOKENS * flops_per_token(shape, s.seq, lora) / (
+    sixteen = s.half and (s.deepspeed or s.weights16)
+    per_token = COMPUTE_S[("lora" if lora else "full", sixteen)] / REF_TOKENS * flops_per_token(shape, s.seq, lora) / (
         REF_FLOPS * (4 / 6 if lora else 1))
     compute = s.tokens * per_token * (CHECKPOINTING if s.checkpointing else 1) + MICRO_BATCH_S
     micro = MICRO_S.get(key, 0.0) * ((psi / REF_PARAMS) if s.stage == "3" else 1.0)
@@ -83,6 +89,28 @@ def step_time(shape: ModelShape, s: Setup, accumulation: int, trainable: int, ps
                                                                                           - MICRO_BATCH_S),
              "zero3" if s.stage == "3" and not s.offload_optimizer else "offload": accumulation * micro, "step": step}
     return accumulation * (compute + micro) + step, max(parts, key=parts.get)
+
+
+def compare(shape: ModelShape, s: Setup, capacity: int | None) -> dict | None:
+    """The job's own setting against the fastest stage/offload setting that fits (with room if one does), at the
+    job's micro-batch, accumulation and checkpointing: expected tokens/s of each and their memory (the plan panel's
+    "why"). None when nothing fits or the capacity is unknown."""
+    if capacity is None:
+        return None
+    rows = []
+    for stage, off in SETTINGS:
+        alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3"))
+        p = plan_one(shape, alt)
+        p.capacity_bytes = capacity
+        t, _ = step_time(shape, alt, s.accumulation, p.trainable, p.params)
+        rows.append({"stage": stage, "offload": off, "tokens_per_s": s.world * s.accumulation * s.tokens / t,
+                     "needed_bytes": p.needed_bytes, "fits": bool(p.fits), "roomy": bool(p.roomy)})
+    mine = next((r for r in rows if r["stage"] == (s.stage if s.stage in ("2", "3") else "none")
+                 and r["offload"] == s.offload_optimizer), None)
+    fitting = [r for r in rows if r["roomy"]] or [r for r in rows if r["fits"]]
+    if mine is None or not fitting:
+        return None
+    return {"current": mine, "best": max(fitting, key=lambda r: r["tokens_per_s"])}
 
 
 def micro_batches(per_device: int) -> list[int]:
