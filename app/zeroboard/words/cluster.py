@@ -45,4 +45,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.queue_started": ("The queued job started: {run}", "排队的任务已启动:{run}"),
     "cli.queue_failed": ("The queued job was not started: {why}", "排队的任务没有启动:{why}"),
     "status.waiting": ("waiting", "等待中"),
+    "slurm.script_head": (
+        "the rendezvous: the first node of the allocation, by the address Slurm itself reaches it at",
+        "rendezvous:分配到的第一个节点,用 Slurm 自己访问它的地址",
+    ),
 }
