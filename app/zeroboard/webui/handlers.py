@@ -106,6 +106,7 @@ def command_html(cmd: command.Command, lang: str = "en") -> str:
     if cmd.script is not None:  # a Slurm job: the script Start writes and submits, then the submitting line
         script = html.escape(text("cli.sbatch_script", lang, path=cmd.argv[-1])) + "\n" + html.escape(cmd.script)
         return f'<pre class="zb-cmd">{where}\n{script}\n{shell}</pre>'
+    return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
 
 
 def deepspeed_json(cmd: command.Command | None) -> str:
