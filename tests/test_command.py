@@ -200,3 +200,18 @@ def test_offload_ranks_share_the_hosts_cores_for_the_cpu_optimizer(monkeypatch):
     assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2").env  # no CPU optimizer
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting is kept (the ranks inherit it)
     assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True).env
+
+
+def test_one_rule_says_what_offload_moves():
+    """Parameters are offloaded only with ZeRO-3: the presets, the placement read back from them, a DeepSpeed file of
+    one's own and the placement's own fallback all follow ``placement.offloads_parameters``."""
+    from zeroboard.job import placement
+
+    for stage, off in presets.ALL:
+        zero = presets.preset(stage, off)["zero_optimization"]
+        moved = placement.offloads_parameters(stage, off)
+        assert ("offload_param" in zero) == moved, (stage, off)
+        assert place(JobSpec(deepspeed_stage=stage, offload=off), GPUS).offload_param == moved
+        # a file of one's own that asks for parameter offload at every stage: only ZeRO-3 can do it
+        mine = {"zero_optimization": {"stage": int(stage), "offload_param": {"device": "cpu"}}}
+        assert placement.zero_setting(mine)[2] == placement.offloads_parameters(stage, True)

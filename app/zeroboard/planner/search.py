@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..job.placement import offloads_parameters
 from .memory import Plan, Setup, plan_one
 from .shapes import ModelShape
 
@@ -99,7 +100,7 @@ def search(shape: ModelShape, s: Setup, accumulation: int, capacity: int | None,
         for ckpt in (False, True):
             for m in micro_batches(per_device):
                 packed = s.masked and s.micro_batch == 1  # a mask with one row a micro-batch: packing
-                alt = replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3",
+                alt = replace(s, stage=stage, offload_optimizer=off, offload_param=offloads_parameters(stage, off),
                               checkpointing=ckpt, micro_batch=m, masked=packed or m > 1,
                               fused_loss=s.liger and stage != "3" and not (s.finetuning == "lora"
                                                                            and "lm_head" in s.lora_target))
