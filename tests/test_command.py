@@ -99,7 +99,7 @@ def test_clean_arch_list_is_left_alone(monkeypatch):
 
 
 def test_prepare_refuses_bad_jobs_and_builds_nothing(tmp_path):
-    p = command.prepare(JobSpec(offload=True, output_dir=str(tmp_path / "o")), gpus=[])
+    p = command.check_and_build(JobSpec(offload=True, output_dir=str(tmp_path / "o")), gpus=[])
     assert p.command is None and "offload" in p.report.errors
 
 
@@ -215,3 +215,13 @@ def test_one_rule_says_what_offload_moves():
         # a file of one's own that asks for parameter offload at every stage: only ZeRO-3 can do it
         mine = {"zero_optimization": {"stage": int(stage), "offload_param": {"device": "cpu"}}}
         assert placement.zero_setting(mine)[2] == placement.offloads_parameters(stage, True)
+
+
+def test_one_launch_entry_point(root):
+    """check -> presets -> command -> memory verdict has one name: the command line and the page call
+    ``runs.launch.prepare_launch``, and nothing else in the package reaches past it to the job layer's part."""
+    pkg = root / "app" / "zeroboard"
+    callers = {p.relative_to(pkg).as_posix() for p in pkg.rglob("*.py") if "check_and_build(" in p.read_text(encoding="utf-8")}
+    assert callers == {"job/command.py", "runs/launch.py"}, callers  # its definition, and the entry point
+    for front in ("cli/jobs.py", "webui/handlers.py"):
+        assert "prepare_launch(" in (pkg / front).read_text(encoding="utf-8"), front

@@ -121,7 +121,7 @@ def cmd_train(args) -> int:
     lang = default_lang()
     term = Terminal()
     with Signals() as signals:  # from the start: a Ctrl-C during the launch still stops the job it started
-        prepared = jobs.prepare(args)
+        prepared = jobs.launch_or_explain(args)
         if prepared is None:
             return 2
         mgr = runmgr.JobManager()
