@@ -19,22 +19,13 @@ from ..words import Msg, say, tr
 from . import bounds, devices, folders, hub, modelinfo, samples
 from .placement import Placement, place
 from .ports import port_is_free
-from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
-# TrainingArguments that ZeroBoard sets from its own fields: the job field to use instead.
-OWNED_ARGS = {
-    "output_dir": "output_dir", "deepspeed": "deepspeed", "learning_rate": "learning_rate",
-    "num_train_epochs": "num_train_epochs", "max_steps": "max_steps", "lr_scheduler_type": "lr_scheduler_type",
-    "warmup_steps": "warmup_steps", "per_device_train_batch_size": "per_device_train_batch_size",
-    "gradient_accumulation_steps": "gradient_accumulation_steps", "max_grad_norm": "max_grad_norm",
-    "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
-    "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
-    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
-    "liger_kernel_config": "liger_kernel", "per_device_eval_batch_size": "per_device_eval_batch_size",
-    "eval_steps": "eval_steps", "eval_strategy": "eval_steps",
-}
+# TrainingArguments that ZeroBoard sets from its own fields -> the job field to use instead (from the fields' own
+# declarations: extra_args may not set these)
+OWNED_ARGS = owned_arguments()
 
 # model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
 LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import safeload
 from ..words import Msg, say
-from . import devices
+from . import bounds, devices
 from .spec import JobSpec
 
 
@@ -137,7 +137,8 @@ def device_ids(spec: JobSpec, gpus: list[devices.Gpu]) -> list[int]:
     """The GPUs the job uses (those chosen, else all), or its CPU ranks."""
     if uses_gpu(spec, gpus):
         return list(spec.gpu_ids) or [g.index for g in gpus]
-    return list(range(max(0, spec.num_processes)))
+    # a count past its bound is refused by the checks; placing it must not build it first
+    return list(range(max(0, min(spec.num_processes, int(bounds.BOUNDS["num_processes"].high)))))
 
 
 def resolve_precision(spec: JobSpec, kind: str, chosen: list[devices.Gpu]) -> str:
