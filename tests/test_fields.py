@@ -8,7 +8,7 @@ where the type cannot give one that works -- and what it changed is observed, ag
 - launch: the command's argv but for the field's own flag, its environment and the DeepSpeed JSON it names, on
   CPU processes and on four fake GPUs;
 - data, model, run: whether the trainer's data preparation (template + tokenized sets), its model set-up (speed-ups,
-  dtype, model and adapters) and its own steps (resume) read the field, recorded by watching attribute
+  dtype, model and adapters) and its own steps (resume, the tracker) read the field, recorded by watching attribute
   reads of the job (as ``webui.handlers.plan_fields`` learns what the planner reads).
 
 Each field's definition declares where it goes (``to=`` in ``job/spec.py``); the declaration must be what is
@@ -183,7 +183,7 @@ def reads(demo, one_process, tmp_path_factory) -> dict[str, set[str]]:
     evaluation set from val_size) and its full fine-tuning: every branch that reads a field is taken."""
     from transformers import AutoTokenizer
 
-    from zeroboard.training import speedups, train
+    from zeroboard.training import speedups, trackers, train
 
     out = tmp_path_factory.mktemp("run")
     base = trainer_job(spec.JobSpec(output_dir=str(out), val_size=0.1, max_steps=1, resume=True))
@@ -199,6 +199,7 @@ def reads(demo, one_process, tmp_path_factory) -> dict[str, set[str]]:
         train.load_model(job, train.weights_dtype(job, None), speed)
     job = recording(base, seen["run"])
     train.resume_checkpoint(job)
+    trackers.start(job)
     return seen
 
 

@@ -16,7 +16,7 @@ from .. import workspace
 from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, modelinfo, samples
+from . import bounds, devices, folders, hub, modelinfo, samples, trackers
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
@@ -358,6 +358,13 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
                                                                          if not g.supports_bf16]))
 
 
+def _check_tracker(spec: JobSpec, r: Report) -> None:
+    """A tracker is offered when its package is installed: another is refused, with the command that installs it."""
+    if not trackers.installed(spec.report_to):
+        r.errors["report_to"] = say("check.tracker_missing", tracker=spec.report_to, install=trackers.install_hint(spec.report_to),
+                                    offered=", ".join(trackers.offered()))
+
+
 def _check_extra(spec: JobSpec, r: Report) -> None:
     """Extra TrainingArguments: known names, values of the kind each takes (an optimizer name it knows, ...)."""
     if not spec.extra_args:
@@ -391,5 +398,6 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)
     _check_speed(spec, where, model_dir, r)
+    _check_tracker(spec, r)
     _check_extra(spec, r)
     return r

@@ -39,6 +39,7 @@ Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3
 OnOff = Literal["auto", "on", "off"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
+Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "swanlab"]  # each offered when its package is installed
 
 # The longest text a field takes: paths (PATH_MAX is 4096 bytes on Linux), names, the extra arguments' JSON.
 # A longer value is a mistake (a pasted file), refused by name before anything reads it.
@@ -105,6 +106,7 @@ class JobSpec:
     # --- output ----------------------------------------------------------------
     output_dir: str = _f("runs/demo", "output", to=trainer("output_dir", own="run"))
     resume: bool = _f(False, "output", to=own("run"))
+    report_to: Tracker = _f("none", "output", to=trainer("report_to", own="run"))
     # --- devices and DeepSpeed -------------------------------------------------
     device_type: DeviceType = _f("auto", "devices", to=trainer("use_cpu", "ddp_backend", value=mapping.device_type,
                                                                    own="launch"))

@@ -22,11 +22,11 @@ import traceback
 from pathlib import Path
 
 from .. import files
-from ..job import checks, folders, placement, record, spec as specmod
+from ..job import checks, folders, placement, record, spec as specmod, trackers as jobtrackers
 from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
-from . import dataprep, ops, templates
+from . import dataprep, ops, templates, trackers
 from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
 from .packing import PackedRows
 from .speedups import Speedups
@@ -221,6 +221,7 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
         "precision": job.precision,
         "stopped_early": trainer.state.global_step < trainer.state.max_steps,  # "save and stop" ended it
         "loads_with": loads_with,
+        "trackers": [w.to_dict() for w in jobtrackers.for_job(job)],  # where each wrote, and how to open it
     }
     files.write_text_atomic(out / record.RESULT_FILE, json.dumps(result, indent=2) + "\n")
     return result
@@ -237,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(out)
     events = EventWriter(out, RANK)
+    ok = False
     try:
         result = run(job, events, launched_at)
+        ok = True
     except BaseException as e:  # report every failure with its rank, then let the launcher stop the rest
         if isinstance(e, KeyboardInterrupt):
             events.emit("error", rank=RANK, message=str(say("train.interrupted")), traceback="")
@@ -249,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             print(tb, file=sys.stderr, flush=True)
         return 1
     finally:
+        trackers.finish(ok)
         shutdown()
     if RANK == 0:
         events.emit("end", status="finished", result=result)
@@ -270,6 +274,12 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         if ds_config is not None:
             shutil.copyfile(job.deepspeed, Path(job.output_dir) / record.DS_CONFIG_FILE)
         log.info("job: %s", json.dumps(specmod.changed(job)))
+    # the tracker first: one that cannot start fails the run now, before the data and the model are loaded
+    written = trackers.start(job)
+    if RANK == 0 and written:
+        events.emit("trackers", trackers=[w.to_dict() for w in written])
+        for w in written:
+            log.info("tracker %s writes into %s (open it with: %s)", w.tracker, w.path, w.open)
 
     if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
         wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
@@ -311,6 +321,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log
+    trackers.attach(trainer)
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(job))
     eval_loss = None
     if eval_rows is not None:  # the final evaluation (an eval event), unless the last step was just evaluated
