@@ -170,8 +170,10 @@ def test_a_fresh_checkout_trains_the_demo_from_the_command_line(tmp_path):
 
 def test_tensorboard_gets_the_loss_events_jsonl_has(tmp_path):
     """report_to=tensorboard: event files in the run folder, read back with TensorBoard's own reader, hold the losses
-    events.jsonl holds; the run and `zeroboard train` say where they are and how to open them."""
+    events.jsonl holds; the run and `zeroboard train` say where they are and how to open them; every line the
+    trainer wrote carries the format's version and fits the schema."""
     pytest.importorskip("tensorboard")
+    import jsonschema
     import numpy as np
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -191,3 +193,7 @@ def test_tensorboard_gets_the_loss_events_jsonl_has(tmp_path):
     assert evs[0]["event"] == "trackers" and evs[0]["trackers"] == [where.to_dict()]  # first, before the data
     assert json.loads((out / events.RESULT_FILE).read_text())["trackers"] == [where.to_dict()]
     assert where.open in p.stderr  # zeroboard train names it when the run starts
+    schema = json.loads(events.SCHEMA_FILE.read_text())
+    for line in (out / events.EVENTS_FILE).read_text().splitlines():
+        jsonschema.validate(json.loads(line), schema)
+        assert json.loads(line)["v"] == events.VERSION
