@@ -35,7 +35,7 @@ def test_a_tracker_that_is_not_installed_is_refused_with_its_install_command(mon
     job = spec.JobSpec(report_to="swanlab", output_dir=str(tmp_path / "run"))
     errors = checks.validate(job, []).errors
     assert set(errors) == {"report_to"}
-    assert "pip install swanlab" in errors["report_to"] and "tensorboard" in errors["report_to"]
+    assert trackers.install_hint("swanlab") in errors["report_to"] and "tensorboard" in errors["report_to"]
     assert "report_to" not in checks.validate(spec.JobSpec(report_to="wandb", output_dir=str(tmp_path / "r2")), []).errors
 
 

@@ -35,7 +35,7 @@ TRACKERS = {t.name: t for t in (
     Tracker("tensorboard", "tensorboard", "tensorboard", "tb"),
     Tracker("wandb", "wandb", "wandb", "wandb"),
     Tracker("mlflow", "mlflow", "mlflow", "mlruns"),
-    Tracker("swanlab", "swanlab", "swanlab", "swanlog"),
+    Tracker("swanlab", "swanlab", "swanlab[dashboard]", "swanlog"),  # local mode shows its runs with the dashboard
 )}
 PROJECT = "zeroboard"  # the W&B / MLflow / SwanLab project every run goes into
 
@@ -50,7 +50,7 @@ def offered() -> list[str]:
 
 
 def install_hint(name: str) -> str:
-    return f"pip install {TRACKERS[name].package}"
+    return f"pip install {shlex.quote(TRACKERS[name].package)}"
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,13 @@ def where(name: str, run_dir: str | Path) -> Written | None:
     if name == "wandb":  # W&B makes RUN/wandb/offline-run-*/ itself, under the folder it is given
         return Written(name, str(path), f"wandb sync {shlex.quote(str(path / 'latest-run'))}",
                        {"WANDB_MODE": "offline", "WANDB_DIR": str(run), "WANDB_PROJECT": PROJECT})
-    if name == "mlflow":  # an absolute URI: the file store of this run, whatever the working folder
+    if name == "mlflow":  # an absolute URI: the file store of this run, whatever the working folder; MLflow 3 keeps
+        # the file store (in "maintenance mode") only when asked to: a database would need mlflow's server packages
         return Written(name, str(path), f"mlflow ui --backend-store-uri {q}",
-                       {"MLFLOW_TRACKING_URI": path.absolute().as_uri(), "MLFLOW_EXPERIMENT_NAME": PROJECT})
-    return Written(name, str(path), f"swanlab watch {q}",
-                   {"SWANLAB_MODE": "local", "SWANLAB_LOG_DIR": str(path), "SWANLAB_PROJECT": PROJECT})
+                       {"MLFLOW_TRACKING_URI": path.absolute().as_uri(), "MLFLOW_EXPERIMENT_NAME": PROJECT,
+                        "MLFLOW_ALLOW_FILE_STORE": "true"})
+    # the project is given to swanlab.init: SwanLab 0.10 reads SWANLAB_PROJECT as a settings object, not a name
+    return Written(name, str(path), f"swanlab watch {q}", {"SWANLAB_MODE": "local", "SWANLAB_LOG_DIR": str(path)})
 
 
 def for_job(job: specmod.JobSpec) -> list[Written]:

@@ -90,10 +90,11 @@ def _mlflow(w: trackers.Written, name: str):
     return mlflow
 
 
-def _swanlab(w: trackers.Written, name: str):
+def _swanlab(w: trackers.Written, _name: str):
     import swanlab
 
-    swanlab.init(project=trackers.PROJECT, experiment_name=name, logdir=w.path, mode="local")
+    # the folder comes from SWANLAB_LOG_DIR (set above): init's own name for it changed between SwanLab versions
+    swanlab.init(project=trackers.PROJECT, mode="local")
     return swanlab
 
 
