@@ -265,3 +265,15 @@ def test_every_number_refuses_a_value_out_of_reason(name, tmp_path, demo):
     for absurd in (-1, 10**13):
         job = dataclasses.replace(spec.JobSpec(output_dir=str(tmp_path / "out")), **{name: absurd})
         assert name in checks.validate(job, []).errors, f"{name} = {absurd} passes the checks"
+
+
+def test_a_field_named_like_a_trainer_argument_sets_that_argument():
+    """A field that shares its name with a TrainingArguments argument (transformers' own list) maps to it: a field
+    that also has a reader of its own (gradient_checkpointing: the model) would otherwise lose its mapping unseen."""
+    known = modelinfo.training_argument_names()
+    if not known:
+        pytest.skip("transformers is not installed here")
+    same = [n for n in spec.FIELDS if n in known]
+    assert "learning_rate" in same  # the list is transformers'
+    wrong = [n for n in same if n not in spec.destination(n).args]
+    assert not wrong, f"named like a TrainingArguments argument but not mapped to it: {wrong}"
