@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 os.chdir(ROOT)
 
-from zeroboard.job import command, spec  # noqa: E402
+from zeroboard.job import spec  # noqa: E402
 from zeroboard.runs import dispatcher, manager as runner, processes  # noqa: E402
+from zeroboard.runs.launch import prepare_launch  # noqa: E402
 from zeroboard.runs.queue import Queue  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def main() -> int:
     for i in range(args.jobs):
         job = spec.load_yaml("examples/demo.yaml")
         job.output_dir, job.max_steps = str(work / f"run-{i:02d}"), args.steps
-        prepared = command.prepare(job, gpus=[])
+        prepared = prepare_launch(job, gpus=[])
         assert prepared.report.ok, prepared.report.errors
         queued.append(dispatcher.enqueue(mgr, prepared, "cli").queued)
         outs.append(str((work / f"run-{i:02d}").resolve()))

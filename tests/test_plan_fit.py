@@ -13,6 +13,7 @@ from helpers import liger_installed  # noqa: E402
 from zeroboard import planner
 from zeroboard.cli import main as cli_main
 from zeroboard.job import devices, spec
+from zeroboard.job.placement import offloads_parameters
 from zeroboard.planner import search as fitmod
 from zeroboard.webui import handlers, plan_fit, plan_panel
 
@@ -93,7 +94,7 @@ def test_throughput_model_reproduces_the_h200_table():
     for row in measured["rows"]:
         ft, rest = row["config"].split("-", 1)
         stage, off = rest.split("+")[0], "offload" in rest
-        s = dataclasses.replace(base, finetuning=ft, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
+        s = dataclasses.replace(base, finetuning=ft, stage=stage, offload_optimizer=off, offload_param=offloads_parameters(stage, off))
         trainable = planner.plan_one(shape, s).trainable
         t, _ = fitmod.step_time(shape, s, 1, trainable, shape.params + (trainable if ft == "lora" else 0))
         assert t == pytest.approx(row["zeroboard"]["step_s"], rel=0.25), row["config"]

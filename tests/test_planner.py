@@ -18,6 +18,7 @@ from helpers import liger_installed  # noqa: E402
 from zeroboard import planner, words
 from zeroboard.job import record as runrecord
 from zeroboard.job.devices import Gpu
+from zeroboard.job.placement import offloads_parameters
 from zeroboard.job.spec import JobSpec
 from zeroboard.planner import activations, memory, record as plan_record, report, shapes, states as plan_states
 
@@ -126,7 +127,7 @@ def test_zero_formulas_against_device_count(n):
     base = memory.Setup("full", "none", False, False, n, "cuda", "bf16", 1, 8, False)
 
     def states(stage, off=False):
-        s = dataclasses.replace(base, stage=stage, offload_optimizer=off, offload_param=off and stage == "3")
+        s = dataclasses.replace(base, stage=stage, offload_optimizer=off, offload_param=offloads_parameters(stage, off))
         return plan_states.states(shape, s, psi, psi)
 
     z2 = states("2")  # 2Ψ + 14Ψ/N: 16-bit weights everywhere; grads and fp32 master + Adam split

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .. import workspace
-from ..job import record
+from ..job import record, trackers
 from ..runs import dispatcher, manager as runmgr
 from ..runs.queue import Queue
 from ..runs.state import JobState
@@ -122,7 +122,7 @@ def cmd_train(args) -> int:
     lang = default_lang()
     term = Terminal()
     with Signals() as signals:  # from the start: a Ctrl-C during the launch still stops the job it started
-        prepared = jobs.prepare(args)
+        prepared = jobs.launch_or_explain(args)
         if prepared is None:
             return 2
         mgr = runmgr.JobManager()
@@ -143,6 +143,8 @@ def cmd_train(args) -> int:
         for note in st.notes:
             term.out(text("cli.note", lang, field="master_port", text=tr(note, lang)), err=True)
         term.out(text("cli.started", lang, run=st.run_dir, pid=st.supervisor_pid or "-"), err=True)
+        for w in trackers.for_job(prepared.spec):
+            term.out(text("cli.tracker", lang, tracker=w.tracker, path=w.path, open=w.open), err=True)
         if args.detach and not signals.got:
             term.out(text("cli.detached", lang, run=st.run_dir), err=True)
             return 0

@@ -55,9 +55,6 @@ def problems(spec: JobSpec) -> dict[str, Msg]:
     bad = [x for x in spec.slurm_extra if not x.startswith("-") or any(c in x for c in "\n\r'\"`$;")]
     if bad:
         out["slurm_extra"] = say("slurm.bad_extra", got=bad[0][:60])
-    for name in ("slurm_gpus_per_node", "slurm_cpus_per_task"):
-        if not 0 <= getattr(spec, name) <= 1024:
-            out[name] = say("check.not_negative", got=getattr(spec, name))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..job.placement import offloads_parameters
 from .memory import Plan, Setup, loss_drift, plan_one, with_liger
 from .shapes import ModelShape
 
@@ -28,8 +29,8 @@ def recommend(shape: ModelShape, s: Setup, capacity: int | None) -> tuple[list[d
     rows = []
     for ckpt in ([s.checkpointing] if s.checkpointing else [False, True]):
         for stage, off in SETTINGS:
-            alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3",
-                                            checkpointing=ckpt))
+            alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off,
+                                            offload_param=offloads_parameters(stage, off), checkpointing=ckpt))
             p = plan_one(shape, alt)
             p.capacity_bytes = capacity
             rows.append({**_setting(stage, off, ckpt), "new_checkpointing": ckpt and not s.checkpointing,

@@ -7,6 +7,7 @@ numbers.
 
 from __future__ import annotations
 
+from ..job.placement import offloads_parameters
 from ..words import text, tr
 from .advice import note_keys
 from .memory import GIB, HEADROOM, Plan, act_mode, formula_of, setting_label
@@ -24,8 +25,12 @@ def count(n: int) -> str:
 
 def setting_words(setting: dict, lang: str) -> str:
     """An advice or alternative row's setting, in words."""
-    return setting_label(setting["stage"], setting["offload"], setting["offload"] and setting["stage"] == "3",
-                         setting.get("new_checkpointing", False), lang)
+    return choice_label(setting["stage"], setting["offload"], setting.get("new_checkpointing", False), lang)
+
+
+def choice_label(stage: str, offload: bool, checkpointing: bool, lang: str) -> str:
+    """A stage/offload setting in words, offload moving what it moves at that stage."""
+    return setting_label(stage, offload, offloads_parameters(stage, offload), checkpointing, lang)
 
 
 def advice_text(advice: dict, lang: str = "en") -> str:
@@ -158,18 +163,16 @@ def fit_markdown(choices: list, lang: str = "en", top: int = 5) -> str:
              text("plan.fit_cols", lang), "|---|---|---:|---:|---:|---|"]
     fitting = [c for c in choices if c.fits is not False][:top]
     for c in fitting:
-        name = setting_label(c.stage, c.offload, c.offload and c.stage == "3", c.checkpointing, lang)
+        name = choice_label(c.stage, c.offload, c.checkpointing, lang)
         why = text(f"plan.why.{c.why}", lang) + (text("plan.fit_tight", lang, margin=MARGIN) if c.tight else "")
         lines.append(f"| {name} | {c.micro_batch} x {c.accumulation} | {gib(c.plan.peak_bytes)} | "
                      f"{gib(c.plan.needed_bytes)} | {c.tokens_per_s:,.0f} | {why} |")
     if not fitting:
         small = min(choices, key=lambda c: c.plan.needed_bytes)
         lines = lines[:1] + ["", text("plan.fit_none", lang, gib=gib(small.plan.needed_bytes),
-                                      setting=setting_label(small.stage, small.offload, small.offload and small.stage == "3",
-                                                            small.checkpointing, lang))]
+                                      setting=choice_label(small.stage, small.offload, small.checkpointing, lang))]
         return "\n".join(lines)
     best = fitting[0]
-    lines += ["", text("plan.fit_best", lang, setting=setting_label(best.stage, best.offload, best.offload and
-                                                                   best.stage == "3", best.checkpointing, lang),
+    lines += ["", text("plan.fit_best", lang, setting=choice_label(best.stage, best.offload, best.checkpointing, lang),
                        sets=set_flags(best))]
     return "\n".join(lines)

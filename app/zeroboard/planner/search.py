@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..job.placement import offloads_parameters
 from .memory import Plan, Setup, plan_one, with_liger
 from .shapes import ModelShape
 
@@ -100,7 +101,7 @@ def search(shape: ModelShape, s: Setup, accumulation: int, capacity: int | None,
             for m in micro_batches(per_device):
                 packed = s.masked and s.micro_batch == 1  # a mask with one row a micro-batch: packing
                 ga = per_device // m
-                alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=off and stage == "3",
+                alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=offloads_parameters(stage, off),
                                                 checkpointing=ckpt, micro_batch=m, masked=packed or m > 1,
                                                 accumulation=ga))
                 p = plan_one(shape, alt)

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())  # who serves the queue (read by holder())
     os.environ.pop("ZEROBOARD_WAIT_FOREIGN_S", None)  # a busy device is what the queue waits for, not the start
-    from ..planner.verdict import prepare
+    from .launch import prepare_launch as prepare
 
     mgr = JobManager(q.index)
     idle_since = time.time()
