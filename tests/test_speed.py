@@ -1,6 +1,6 @@
 """The step-time model (planner/speed.py) against what was measured on the H200: its constants derived again from
 the results files, its ranking and step times on the --fit grids (benchmarks/results/fit_grid.json), the words of
-its reasons. CPU only: GPUs are NVML-shaped records, models config dicts."""
+its reasons, and the plan's note on one GPU. CPU only: GPUs are NVML-shaped records, models config dicts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import liger_installed  # noqa: E402
-from zeroboard import planner
+from zeroboard import planner, words
 from zeroboard.job.devices import Gpu
 from zeroboard.job.spec import JobSpec
 from zeroboard.planner import reasons, report, speed
@@ -251,3 +251,40 @@ def test_the_advice_gives_its_reason_in_both_languages():
     best = next(r for r in plan.alternatives if all(r[k] == v for k, v in plan.advice["setting"].items()))
     assert (step, needed) == (best["step_s"], best["needed_bytes"])
     assert "比「不用 DeepSpeed」" in report.render_markdown(plan, "zh")
+
+
+# --- 5. the plan's note on one GPU against the measurements ---------------------------------------------------------
+
+def pairs() -> list[tuple[str, dict, dict]]:
+    """One-GPU rows measured with and without ZeRO-2 at the same model, fine-tuning and batch split."""
+    rows = [{**r, "grid": "1.1 B " + r["config"].split("-")[0], "step_s": r["zeroboard"]["step_s"],
+             "torch_peak_gib": r["zeroboard"]["torch_peak_gib"], "stage": r["config"].split("-", 1)[1], "mbs": 8,
+             "accum": 1} for r in load("h200.json")["rows"]]
+    rows += [r for r in GRID["rows"] if r.get("step_s")]
+    out = []
+    for r in rows:
+        if r["stage"] == "none":
+            z2 = next((x for x in rows if x["grid"] == r["grid"] and x["stage"] == "2" and x["mbs"] == r["mbs"]
+                       and x["accum"] == r["accum"]), None)
+            if z2:
+                out.append((r["grid"], r, z2))
+    return out
+
+
+def test_the_one_gpu_note_agrees_with_every_measured_pair():
+    note = words.text("plan.note.one_gpu")
+    lo, hi = map(float, re.search(r"needed (\d+)-(\d+) GiB less", note).groups())
+    slowest, fastest = map(int, re.search(r"from (\d+)% slower .* to (\d+)% faster", note).groups())
+    found = pairs()
+    assert len(found) >= 6
+    for grid, none, z2 in found:
+        saved = none["torch_peak_gib"] - z2["torch_peak_gib"]
+        assert lo - 0.5 <= saved <= hi + 0.5, (grid, saved)
+    # as the reasons say it: "N% slower" is the step's ratio - 1, "N% faster" the inverse ratio - 1
+    slower = max(z2["step_s"] / none["step_s"] - 1 for _, none, z2 in found)
+    faster = max(none["step_s"] / z2["step_s"] - 1 for _, none, z2 in found)
+    assert (round(100 * slower), round(100 * faster)) == (slowest, fastest)
+    x_lo, x_hi = map(float, re.search(r"ZeRO-3 gathers every layer: ([\d.]+)-([\d.]+)x", note).groups())
+    matrix = {r["config"]: r["zeroboard"]["step_s"] for r in load("h200.json")["rows"]}
+    for ft in ("full", "lora"):
+        assert x_lo - 0.05 <= matrix[f"{ft}-3"] / matrix[f"{ft}-none"] <= x_hi + 0.05, ft
