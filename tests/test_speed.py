@@ -251,6 +251,12 @@ def test_the_advice_gives_its_reason_in_both_languages():
     best = next(r for r in plan.alternatives if all(r[k] == v for k, v in plan.advice["setting"].items()))
     assert (step, needed) == (best["step_s"], best["needed_bytes"])
     assert "比「不用 DeepSpeed」" in report.render_markdown(plan, "zh")
+    roomy = planner.estimate(job, h200(), model=shape)  # it keeps its setting: against the next fastest that fits
+    assert roomy.advice["kind"] == "keep"
+    (step, other_step), (needed, other_needed) = (roomy.advice["compared"][k] for k in ("step_s", "needed_bytes"))
+    check_reason(roomy.recommendation, step, needed, other_step, other_needed)
+    runner = min((r for r in roomy.alternatives if r["fits"] and r["step_s"] > step), key=lambda r: r["step_s"])
+    assert report.setting_words(runner, "en") in roomy.recommendation and other_step == runner["step_s"]
 
 
 # --- 5. the plan's note on one GPU against the measurements ---------------------------------------------------------

@@ -43,11 +43,14 @@ def recommend(shape: ModelShape, s: Setup, capacity: int | None, rates: Rates = 
     pick = lambda r: {**_setting(r["stage"], r["offload"], r["gradient_checkpointing"]),  # noqa: E731
                       "new_checkpointing": r["new_checkpointing"]}
     speed = {"speed": {"source": rates.source, "gpu": rates.name}}  # where the step times come from
+    compared = lambda other: {k: (best[k], other[k]) for k in ("step_s", "needed_bytes")}  # noqa: E731
     if best is current:
-        return rows, {"kind": "keep", "setting": pick(current), **speed}
+        runner = next((r for r in ranked if r["fits"] and r is not best), None)
+        return rows, {"kind": "keep", "setting": pick(current), **speed,
+                      **({"other": pick(runner), "compared": compared(runner)} if runner else {})}
     return rows, {"kind": "use", "setting": pick(best), "current": pick(current), "current_fits": bool(current["fits"]),
                   "current_tight": bool(current["fits"]) and not current["roomy"],
-                  "compared": {k: (best[k], current[k]) for k in ("step_s", "needed_bytes")}, **speed}
+                  "compared": compared(current), **speed}
 
 
 def note_keys(plan: Plan) -> list[str]:

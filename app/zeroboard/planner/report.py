@@ -29,21 +29,28 @@ def setting_words(setting: dict, lang: str) -> str:
                          setting.get("new_checkpointing", False), lang)
 
 
+def _why(advice: dict, other: str, lang: str) -> str:
+    """The advised setting against the one it is compared with (``compared``: each figure as (advised, other))."""
+    (step, other_step), (needed, other_needed) = advice["compared"]["step_s"], advice["compared"]["needed_bytes"]
+    return reasons.words(reasons.compare(step, needed, other_step, other_needed, False), other, lang)
+
+
 def advice_text(advice: dict, lang: str = "en") -> str:
     kind = advice.get("kind")
     if kind == "nothing_fits":
         return text("plan.advice.nothing_fits", lang)
     if kind == "ram_does_not_fit":
         return text("plan.advice.ram", lang)
-    if kind == "keep":
-        return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang))
+    if kind == "keep" and not advice.get("other"):
+        return text("plan.advice.keep_only", lang, best=setting_words(advice["setting"], lang))
+    if kind == "keep":  # against the next fastest setting that fits
+        return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang),
+                    why=_why(advice, setting_words(advice["other"], lang), lang))
     if kind == "use":
         key = "use_not" if not advice["current_fits"] else "use_room" if advice.get("current_tight") else "use_fits"
         current = setting_words(advice["current"], lang)
-        (step, other_step), (needed, other_needed) = advice["compared"]["step_s"], advice["compared"]["needed_bytes"]
-        why = reasons.words(reasons.compare(step, needed, other_step, other_needed, False), current, lang)
         return text(f"plan.advice.{key}", lang, best=setting_words(advice["setting"], lang), current=current,
-                    margin=MARGIN, why=why)
+                    margin=MARGIN, why=_why(advice, current, lang))
     return ""
 
 
@@ -133,10 +140,11 @@ def render_markdown(plan: Plan, lang: str = "en") -> str:
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     if plan.alternatives:
-        lines += ["", text("plan.alt_head", lang), "|---|---:|---:|---|"]
+        lines += ["", text("plan.alt_head", lang), "|---|---:|---:|---|---:|"]
         for r in plan.alternatives:
             fits = "-" if r["fits"] is None else text("plan.yes" if r["fits"] else "plan.no", lang)
-            lines.append(f"| {setting_words(r, lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} |")
+            lines.append(f"| {setting_words(r, lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} | "
+                         f"{r['step_s']:.3f} |")
     if plan.advice:
         lines += ["", text("plan.advice", lang, text=advice_text(plan.advice, lang))]
         if plan.advice.get("speed"):

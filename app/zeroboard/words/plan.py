@@ -165,7 +165,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.host": ("\nHost RAM per process: about {gib} GiB", "\n每个进程的主机内存:约 {gib} GiB"),
     "plan.host_offload": (" (offloaded states included).", "(含 offload 出去的状态)。"),
     "plan.host_end": (".", "。"),
-    "plan.alt_head": ("| setting | peak GiB | needed GiB | fits |", "| 设置 | 峰值 GiB | 需要 GiB | 放得下 |"),
+    "plan.alt_head": (
+        "| setting | peak GiB | needed GiB | fits | expected step s |",
+        "| 设置 | 峰值 GiB | 需要 GiB | 放得下 | 预计每步秒数 |",
+    ),
     "plan.yes": ("yes", "是"),
     "plan.no": ("no", "否"),
     "plan.advice": ("**Recommendation:** {text}", "**建议**:{text}"),
@@ -184,9 +187,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "每个进程可用的内存放不下:请减小 micro-batch 或 cutoff_len、减少进程数,或开启梯度检查点",
     ),
     "plan.advice.keep": (
-        "keep {best}: the fastest setting that fits, by the step-time model",
-        "保持「{best}」:按步时模型,它是放得下的设置中最快的",
+        "keep {best}: the fastest setting that fits, by the step-time model ({why})",
+        "保持「{best}」:按步时模型,它是放得下的设置中最快的({why})",
     ),
+    "plan.advice.keep_only": ("keep {best}: the only setting that fits", "保持「{best}」:唯一放得下的设置"),
     "plan.advice.use_fits": (
         "use {best}: the fastest setting that fits, by the step-time model ({current} fits too): {why}",
         "改用「{best}」:按步时模型,它是放得下的设置中最快的(当前的「{current}」也放得下):{why}",
