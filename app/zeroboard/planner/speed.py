@@ -49,13 +49,17 @@ ZERO2_MICRO_BYTES = 8
 ZERO2_STEP_BYTES = 38
 
 # --- derived from whole measured steps (the step minus the model's other terms; tests/test_speed.py) --------------
-# Passes over each activation byte: written in forward, read in backward, its gradient written and read would be 4.
-# With Liger's fused kernels (h200.json full-none, 1.1 B Llama, Liger on): 3.9; PyTorch's own kernels move more
-# (h200_speedups.json "before", the same run with Liger off): 6.9.
+# Passes over each activation byte: written in forward, read in backward, its gradient written and read would be 4,
+# and with Liger's fused kernels it came out 4.00 (h200.json full-none, 1.1 B Llama, Liger on); PyTorch's own
+# kernels move more: 6.31 (h200_speedups.json "before", the same run with Liger off).
 TRAFFIC_FUSED = 4.00
 TRAFFIC_PLAIN = 6.31
-ZERO_STEP_S = 0.0577  # any DeepSpeed stage: the engine's own work a step, whatever it trains (h200.json lora-2)
-ZERO3_S_PER_PARAM = 2.85e-10  # one GPU: gathering and releasing every parameter, per micro-batch (h200.json full-3)
+# Any DeepSpeed stage: the engine's own work a step, whatever it trains (h200.json lora-2: 13 M trainable
+# parameters; that row notes an earlier job that may still have been leaving the GPU as it started).
+ZERO_STEP_S = 0.0577
+# One GPU: gathering and releasing every parameter, per micro-batch (h200.json full-3; ZeRO-3 rows moved by up to
+# 20% from run to run there).
+ZERO3_S_PER_PARAM = 2.85e-10
 # offload's host step (CPU Adam and the copies over PCIe), 16 host cores: seconds a step + seconds per trainable
 # parameter on the device; from the full and LoRA rows of h200.json (ZeRO-2 + offload, ZeRO-3 + offload)
 OFFLOAD_S = {"2": (0.0871, 3.85e-10), "3": (0.0911, 2.31e-10)}
