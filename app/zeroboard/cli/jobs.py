@@ -89,7 +89,8 @@ def cmd_plan(args) -> int:
         fitting = [c for c in choices if c.fits is not False]
         if args.json:
             print(json.dumps([{**c.overrides(), "peak_bytes": c.plan.peak_bytes, "needed_bytes": c.plan.needed_bytes,
-                               "fits": c.fits, "tight": c.tight, "tokens_per_s": round(c.tokens_per_s), "why": c.why}
+                               "fits": c.fits, "tight": c.tight, "step_s": round(c.step_s, 4),
+                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly}
                               for c in choices],
                              indent=2))
         else:
