@@ -92,7 +92,7 @@ def job(model: Path, data: Path, out: Path, changes: dict, a) -> specmod.JobSpec
 def start(spec: specmod.JobSpec, log: Path, port: int) -> subprocess.Popen:
     """The argv `zeroboard train` runs, started directly (several runs share the GPU; the runner allows one a device)."""
     spec.master_port = port
-    prepared = command.prepare(spec, devices.detect_gpus())
+    prepared = command.check_and_build(spec, devices.detect_gpus())
     if prepared.command is None:
         raise SystemExit(f"{spec.output_dir}: {dict(prepared.report.errors)}")
     cmd = prepared.command

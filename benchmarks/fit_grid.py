@@ -9,7 +9,8 @@ A grid (benchmarks/heldout_sets.py GRIDS) is one job: model, cutoff, LoRA or ful
 ``zeroboard.training.train`` like ``zeroboard train``, alone on the GPU (step times of runs sharing a GPU mean
 nothing). tokens/s = micro-batch x accumulation x cutoff / the median step after the first two. ``--picks`` plans
 every grid with ``planner.fit`` as the code is now and writes, per grid, --fit's pick, its predicted tokens/s, the
-fastest measured setting and the pick's measured share of it.
+fastest measured setting, the pick's measured share of it, and the step-time model's time for each measured setting
+with its error (``model``).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def measure(a) -> list[dict]:
         import shutil
 
         shutil.rmtree(job.output_dir, ignore_errors=True)
-        a.out.write_text(json.dumps({"steps": a.steps, "rows": results}, indent=1))
+        a.out.write_text(json.dumps({"steps": a.steps, "rows": results, **a.kept_meta}, indent=1))
     sampler.done.set()
     return results
 
@@ -102,6 +103,7 @@ def picks(data: dict) -> list[dict]:
     """--fit's pick for each grid's job (an H200 with 139 GiB free), against what the grid measured."""
     from zeroboard import planner
     from zeroboard.job.devices import Gpu
+    from zeroboard.planner import report
 
     gpus = [Gpu(0, "NVIDIA H200", 143771 << 20, 139 << 30, 0, 0, (9, 0))]
     out = []
@@ -120,15 +122,24 @@ def picks(data: dict) -> list[dict]:
         hit = by.get(key(best.stage, best.micro_batch, best.checkpointing, best.offload))
         ranked = [(c.stage, c.micro_batch, c.checkpointing, c.offload) for c in choices
                   if key(c.stage, c.micro_batch, c.checkpointing, c.offload) in by]
+        reason = report.fit_reasons(choices, [c for c in choices if c.fits][:5])[id(best)]
         out.append({"grid": g, "pick": best.overrides(), "pick_predicted_tokens_per_s": best.tokens_per_s,
-                    "pick_needed_gib": best.plan.needed_bytes / GIB, "pick_reason": getattr(best, "reason", best.why),
+                    "pick_needed_gib": best.plan.needed_bytes / GIB, "pick_reason": reason,
                     "pick_measured_tokens_per_s": hit["tokens_per_s"] if hit else None,
                     "pick_nvml_peak_gib": hit.get("nvml_peak_gib") if hit else None,
                     "fastest": {k: fastest[k] for k in ("config", "mbs", "accum", "tokens_per_s")},
                     "share_of_fastest": hit["tokens_per_s"] / fastest["tokens_per_s"] if hit else None,
                     "predicted_order": [list(k) for k in ranked],
+                    # the model's first among the settings the grid measured (the pick itself may not be one of them)
+                    "first_measured": list(ranked[0]) if ranked else None,
+                    "first_measured_share": by[ranked[0]]["tokens_per_s"] / fastest["tokens_per_s"] if ranked else None,
                     "measured_order": [[r["stage"], r["mbs"], r["checkpointing"], r["offload"]] for r in
-                                       sorted(measured, key=lambda r: -r["tokens_per_s"])]})
+                                       sorted(measured, key=lambda r: -r["tokens_per_s"])],
+                    "model": [{"config": r["config"], "mbs": r["mbs"], "measured_step_s": r["step_s"],
+                               "model_step_s": c.step_s, "error": c.step_s / r["step_s"] - 1,
+                               "parts": {k: round(v, 4) for k, v in c.time.parts.items()}}
+                              for c in choices for r in [by.get(key(c.stage, c.micro_batch, c.checkpointing, c.offload))]
+                              if r is not None]})
         print(f"{g:<28} pick {best.stage:>4} {best.micro_batch}x{best.accumulation} ckpt={best.checkpointing} "
               f"predicted {best.tokens_per_s:8.0f}  measured {out[-1]['pick_measured_tokens_per_s'] or 0:8.0f}  "
               f"fastest {fastest['config']} {fastest['mbs']} {fastest['tokens_per_s']:8.0f}  "
@@ -156,9 +167,11 @@ def main() -> int:
         (a.out or a.picks).write_text(json.dumps(data, indent=1))
         return 0
     a.out = a.out or Path("/tmp/fit_grid.json")
-    a.kept = []
-    if a.skip_done:
-        a.kept = [r for r in json.loads(a.skip_done.read_text())["rows"] if r.get("tokens_per_s")]
+    a.kept, a.kept_meta = [], {}
+    if a.skip_done:  # its rows measured, and what it says of them (--picks writes the picks again)
+        done = json.loads(a.skip_done.read_text())
+        a.kept = [r for r in done["rows"] if r.get("tokens_per_s")]
+        a.kept_meta = {k: done[k] for k in ("provenance",) if k in done}
     measure(a)
     return 0
 

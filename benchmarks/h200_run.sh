@@ -9,6 +9,11 @@
 #   bash benchmarks/h200_run.sh plan22 [DEADLINE_S]  # issue 22: step components, layer probes, held-out set 4,
 #                                                   # then the --fit grids until DEADLINE_S (default 560) from the start
 #   bash benchmarks/h200_run.sh confirm5 [DEADLINE_S] # issue 22: the confirmation set (and grid settings still missing)
+#   bash benchmarks/h200_run.sh grid GRIDS [DEADLINE_S]  # issue 22: the --fit grids GRIDS (a comma list of
+#                                                   # benchmarks/heldout_sets.py GRIDS), rows not yet in
+#                                                   # benchmarks/results/fit_grid.json, in order, until DEADLINE_S
+#                                                   # (default 270) from the start; $OUT/fit_grid.json holds them all
+#                                                   # (and the rows of a grid run before it in the same call)
 #   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
 #                                                   # by side) while the bench model is built, then gpu_speed.py
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
@@ -61,6 +66,13 @@ case "$1" in
     timeout "$(left "$2")" python3 benchmarks/planner_heldout.py --set confirm5 --out "$OUT/planner_confirm5.json" \
       --budget-s 90 --grace-s 45 --concurrency 6 --steps 3 --workdir /tmp/zb-heldout >"$OUT/confirm5.log" 2>&1
     echo "confirm5 rc=$?"; tail -n 12 "$OUT/confirm5.log" ;;
+  grid)
+    D=${3:-270} DONE=benchmarks/results/fit_grid.json
+    [ -f "$OUT/fit_grid.json" ] && DONE=$OUT/fit_grid.json  # a grid run before in this call: keep its rows too
+    timeout "$(left "$D")" python3 benchmarks/fit_grid.py --out "$OUT/fit_grid.json" \
+      --skip-done "$DONE" --budget-s "$(( $(left "$D") - 75 ))" --steps 8 --row-timeout 75 \
+      --workdir /tmp/zb-heldout --grids "$2" >"$OUT/fit_grid.log" 2>&1
+    echo "grid rc=$?"; tail -n 14 "$OUT/fit_grid.log" ;;
   speedups)
     timeout 420 python3 benchmarks/gpu_speedups.py --out "$OUT/h200_speedups.json" --steps 20 --workdir $W ${2:+--only $2} \
       >"$OUT/speedups.log" 2>&1; echo "speedups rc=$?"; tail -n 14 "$OUT/speedups.log"

@@ -73,9 +73,13 @@ starcoder-1b 8192 1 lora-none+ga4
 # --fit's grids: one setup each (model, seq, finetuning, per-device batch = micro-batch x accumulation), every
 # setting measured alone on the GPU for its tokens/s. The settings: no DeepSpeed and ZeRO-2 at the two largest
 # micro-batches that keep the batch (the ranking issue 22 found wrong). ZeRO-3, offload and checkpointing are
-# not in the grids: every earlier H200 table has them slower at a batch that fits without them.
+# not in the grids: every earlier H200 table has them slower at a batch that fits without them. StarCoder's
+# micro-batch 1 was added after the step-time model (planner/speed.py) picked ZeRO-2 at 1 x 4 there: one
+# sequence a micro-batch is never padded, so attention runs without a mask (step_components.json: 2.1x faster
+# at 4096), and LoRA's per-micro-batch costs are small.
 GRIDS = {
     "smollm3-3b full 2048 x8": ("smollm3-3b", 2048, "full", 8, [("none", 8), ("none", 4), ("2", 8), ("2", 4)]),
-    "starcoder-1b lora 4096 x4": ("starcoder-1b", 4096, "lora", 4, [("none", 4), ("none", 2), ("2", 4), ("2", 2)]),
+    "starcoder-1b lora 4096 x4": ("starcoder-1b", 4096, "lora", 4, [("none", 4), ("none", 2), ("2", 4), ("2", 2),
+                                                                     ("2", 1), ("none", 1)]),
     "phi-2 full 2048 x4": ("phi-2", 2048, "full", 4, [("none", 4), ("none", 2), ("2", 4), ("2", 2)]),
 }

@@ -8,7 +8,8 @@
 
 Models are random-initialised from config dicts with the real vocabularies and head layouts of their
 families (no download), each with a word-level tokenizer of the same vocabulary. Every run goes through
-``zeroboard.job.command.prepare`` (the argv ``zeroboard train`` and the page start) and
+``zeroboard.job.command.check_and_build`` (the argv ``zeroboard train`` and the page start, without the
+memory verdict of ``prepare_launch``: the planner is what is measured here) and
 ``zeroboard.training.train``; a small probe (this file, ``--rank-probe``) wraps the trainer to note the
 allocator peak after each forward pass and each step. Several runs share the GPU when the planner says
 they fit together: memory is per process (torch's own counters, NVML's per-process table), so sharing
@@ -428,7 +429,7 @@ def plan_of(job, gpus) -> dict:
 def start(job, fixed_segments: bool):
     from zeroboard.job import command
 
-    prepared = command.prepare(job)
+    prepared = command.check_and_build(job)  # no memory verdict: the planner is what this measures
     if not prepared.report.ok:
         raise SystemExit(f"job invalid: {prepared.report.text()}")
     argv = list(prepared.command.argv)

@@ -89,7 +89,13 @@ def stop_server(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 
 def stop_jobs(index: Path) -> None:
-    """Teardown: a run still going (a failed test, Ctrl-C) is aborted, not left on the shared machine."""
+    """Teardown: a run still going (a failed test, Ctrl-C) is aborted, not left on the shared machine; jobs still
+    queued are cancelled first, so the dispatcher starts none of them."""
+    from zeroboard.runs.queue import Queue
+
+    q = Queue(index)
+    for entry in q.entries():
+        q.remove(entry.id)
     if not Path(index).is_file():
         return
     mgr = JobManager(index=index, grace_s=10)

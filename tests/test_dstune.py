@@ -78,7 +78,7 @@ def test_the_preview_names_the_values(model_dir, cache):
     path, params, _ = model_dir
     spec = JobSpec(model_name_or_path=str(path), device_type="cpu", num_processes=1, deepspeed_stage="3",
                    output_dir="runs/dstune-preview")
-    prepared = command.prepare(spec, [], write_presets=False)
+    prepared = command.check_and_build(spec, [], write_presets=False)
     note = str(prepared.report.warnings.get("deepspeed", ""))
     assert f"stage3_param_persistence_threshold={params}" in note and "overlap_comm=false" in note
 

@@ -16,6 +16,7 @@ from helpers import wait_until
 from zeroboard.job import command, record, spec
 from zeroboard.job.registry import Registry
 from zeroboard.runs import executor, manager as runner, outcome, processes
+from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.state import JobState, read_state, write_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def demo_job(out: Path, **changes) -> spec.JobSpec:
 
 
 def prepared_for(out: Path, **changes) -> command.Prepared:
-    p = command.prepare(demo_job(out, **changes), gpus=[])
+    p = prepare_launch(demo_job(out, **changes), gpus=[])
     assert p.report.ok, p.report.errors
     return p
 
@@ -69,7 +70,7 @@ def test_torchrun_gets_rank_prefixes_and_the_preview_shows_them(tmp_path):
 
 
 def test_deepspeed_launcher_is_left_alone(tmp_path):
-    cmd = command.prepare(demo_job(tmp_path / "run", launcher="deepspeed"), gpus=[]).command
+    cmd = prepare_launch(demo_job(tmp_path / "run", launcher="deepspeed"), gpus=[]).command
     assert "--tee" not in cmd.argv and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in cmd.env
 
 

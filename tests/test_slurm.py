@@ -13,8 +13,9 @@ import pytest
 from helpers import wait_until
 from test_runner import demo_job, ended, first_log_event
 from zeroboard.cli import main as cli_main
-from zeroboard.job import command, record, spec
+from zeroboard.job import record, spec
 from zeroboard.runs import manager as runner, processes
+from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.slurm import final_state, queue_info
 from zeroboard.webui import handlers
 
@@ -83,9 +84,9 @@ def test_a_two_process_job_from_the_page_finishes_and_shows_in_runs(cluster, tmp
 
 def test_a_second_job_waits_in_slurms_queue_and_abort_cancels_the_first(cluster, tmp_path, index):
     mgr = runner.JobManager(index=index, grace_s=15)
-    first = mgr.start(command.prepare(on_slurm(tmp_path / "first", max_steps=5000, logging_steps=1), gpus=[]))
+    first = mgr.start(prepare_launch(on_slurm(tmp_path / "first", max_steps=5000, logging_steps=1), gpus=[]))
     first_log_event(first.run_dir)
-    second = mgr.start(command.prepare(on_slurm(tmp_path / "second", max_steps=2), gpus=[]))
+    second = mgr.start(prepare_launch(on_slurm(tmp_path / "second", max_steps=2), gpus=[]))
     waiting = wait_until(lambda: (s := mgr.state(second.run_dir)).slurm.get("state") == "PENDING" and s, 60,
                          "the second job to wait in Slurm's queue")
     assert waiting.slurm.get("position") == 1 and "queue" in waiting.message

@@ -168,6 +168,37 @@ def test_a_fresh_checkout_trains_the_demo_from_the_command_line(tmp_path):
     assert [e["step"] for e in events.read_events(tmp_path / "runs/fresh" / events.EVENTS_FILE) if e["event"] == "log"] == [1, 2, 3]
 
 
+def test_tensorboard_gets_the_loss_events_jsonl_has(tmp_path):
+    """report_to=tensorboard: event files in the run folder, read back with TensorBoard's own reader, hold the losses
+    events.jsonl holds; the run and `zeroboard train` say where they are and how to open them; every line the
+    trainer wrote carries the format's version and fits the schema."""
+    pytest.importorskip("tensorboard")
+    import jsonschema
+    import numpy as np
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from zeroboard.job import trackers
+
+    out = tmp_path / "tb"
+    p = train(out, "report_to=tensorboard", "max_steps=6", "logging_steps=1")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (where,) = trackers.for_run(out)
+    acc = EventAccumulator(where.path)
+    acc.Reload()
+    board = [(s.step, s.value) for s in acc.Scalars("train/loss")]
+    evs = events.read_events(out / events.EVENTS_FILE)
+    logged = [(e["step"], float(np.float32(e["loss"]))) for e in evs if e["event"] == "log"]  # TensorBoard keeps float32
+    assert board == logged and len(logged) == 6, (board, logged)
+
+    assert evs[0]["event"] == "trackers" and evs[0]["trackers"] == [where.to_dict()]  # first, before the data
+    assert json.loads((out / events.RESULT_FILE).read_text())["trackers"] == [where.to_dict()]
+    assert where.open in p.stderr  # zeroboard train names it when the run starts
+    schema = json.loads(events.SCHEMA_FILE.read_text())
+    for line in (out / events.EVENTS_FILE).read_text().splitlines():
+        jsonschema.validate(json.loads(line), schema)
+        assert json.loads(line)["v"] == events.VERSION
+
+
 def test_split_master_weights_train_save_and_keep_their_remainders(tmp_path):
     """The new default on one process: bf16 weights, the fp32 masters' low 16 bits in the optimizer (its checkpoint
     keeps them as int16, the moments as fp32), a falling loss, a model that reloads."""

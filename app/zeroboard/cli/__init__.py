@@ -3,6 +3,7 @@
 - :mod:`.jobs`: preview, validate, plan (nothing is started)
 - :mod:`.data`: dataset (the job's data as the trainer sees it)
 - :mod:`.train`: train (through the runner, followed in the foreground), runs, stop
+- :mod:`.queue`: queue (list, move, cancel)
 - :mod:`.outputs`: check, inspect, consolidate, merge
 - :mod:`.tools`: demo-model, presets, webui, screenshots
 
@@ -15,14 +16,14 @@ import argparse
 import sys
 
 from ..words import default_lang, text
-from . import data, jobs, outputs, tools, train
+from . import data, jobs, outputs, queue, tools, train
 
 
 def parser() -> argparse.ArgumentParser:
     lang = default_lang()
     p = argparse.ArgumentParser(prog="zeroboard", description=text("cli.description", lang))
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (jobs, data, train, outputs, tools):
+    for module in (jobs, data, train, queue, outputs, tools):
         module.add_commands(sub, lang)
     return p
 

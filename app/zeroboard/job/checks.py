@@ -16,25 +16,16 @@ from .. import workspace
 from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm
+from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
-from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
-# TrainingArguments that ZeroBoard sets from its own fields: the job field to use instead.
-OWNED_ARGS = {
-    "output_dir": "output_dir", "deepspeed": "deepspeed", "learning_rate": "learning_rate",
-    "num_train_epochs": "num_train_epochs", "max_steps": "max_steps", "lr_scheduler_type": "lr_scheduler_type",
-    "warmup_steps": "warmup_steps", "per_device_train_batch_size": "per_device_train_batch_size",
-    "gradient_accumulation_steps": "gradient_accumulation_steps", "max_grad_norm": "max_grad_norm",
-    "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
-    "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
-    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
-    "liger_kernel_config": "liger_kernel", "per_device_eval_batch_size": "per_device_eval_batch_size",
-    "eval_steps": "eval_steps", "eval_strategy": "eval_steps",
-}
+# TrainingArguments that ZeroBoard sets from its own fields -> the job field to use instead (from the fields' own
+# declarations: extra_args may not set these)
+OWNED_ARGS = owned_arguments()
 
 # model types whose transformers class has no SDPA path (``_supports_sdpa = False``: Gemma-2's attention soft-capping):
 # "auto" runs them with eager attention, which keeps each layer's seq x seq weights; "sdpa" fails at load
@@ -371,6 +362,13 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
                                                                          if not g.supports_bf16]))
 
 
+def _check_tracker(spec: JobSpec, r: Report) -> None:
+    """A tracker is offered when its package is installed: another is refused, with the command that installs it."""
+    if not trackers.installed(spec.report_to):
+        r.errors["report_to"] = say("check.tracker_missing", tracker=spec.report_to, install=trackers.install_hint(spec.report_to),
+                                    offered=", ".join(trackers.offered()))
+
+
 def _check_extra(spec: JobSpec, r: Report) -> None:
     """Extra TrainingArguments: known names, values of the kind each takes (an optimizer name it knows, ...)."""
     if not spec.extra_args:
@@ -407,5 +405,6 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)
     _check_speed(spec, where, model_dir, r)
+    _check_tracker(spec, r)
     _check_extra(spec, r)
     return r

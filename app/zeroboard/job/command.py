@@ -19,7 +19,7 @@ from .placement import Placement, cache_dir
 from .ports import free_port, port_is_free
 from .spec import FIELDS, JobSpec, changed, to_flags
 
-__all__ = ["Command", "Prepared", "build", "cache_dir", "free_port", "port_is_free", "prepare", "with_port"]
+__all__ = ["Command", "Prepared", "build", "cache_dir", "check_and_build", "free_port", "port_is_free", "with_port"]
 
 TRAINER_MODULE = "zeroboard.training.train"
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
@@ -104,7 +104,7 @@ def arch_env() -> dict[str, str]:
 
 
 def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
-    """argv + environment for a validated spec and its placement (see :func:`prepare`)."""
+    """argv + environment for a validated spec and its placement (see :func:`check_and_build`)."""
     use_gpu = where.kind == "cuda"
     ids, n = list(where.ids), where.per_node
     port = spec.master_port or port or free_port()  # a port the user fixed wins
@@ -173,9 +173,10 @@ def _on_slurm(spec: JobSpec, where: Placement, env: dict[str, str], flags: list[
                    [], port, notes, executor="slurm", script=script)
 
 
-def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
-            write_presets: bool = True) -> Prepared:
-    """Validate, write the cache/ presets, build the command. Preview and Start both call this."""
+def check_and_build(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
+                    write_presets: bool = True) -> Prepared:
+    """Validate, write the cache/ presets, build the command: the job layer's part of the launch entry point
+    (``runs.launch.prepare_launch``, which adds the memory verdict; Preview and Start call that)."""
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = placemod.place(spec, gpus)
     report = checks.validate(spec, gpus, where)

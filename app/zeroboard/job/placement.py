@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import safeload
 from ..words import Msg, say
-from . import devices, presets
+from . import bounds, devices
 from .spec import JobSpec
 
 
@@ -68,6 +68,72 @@ def on_cluster(spec: JobSpec) -> bool:
     return spec.launcher == "slurm"
 
 
+def offloads_parameters(stage: str, offload: bool) -> bool:
+    """Whether offload moves the parameters too, not only the optimizer states: ZeRO-3 alone partitions the
+    parameters, so ZeRO-3 alone can offload them (stages 0-2 keep every parameter on every device).
+
+    The one place this rule lives: the presets, the placement of a file of one's own, the planner's settings and
+    its words all ask here."""
+    return offload and stage == "3"
+
+
+# --- the presets' content (``presets`` writes them into cache/) ----------------------------------------------
+
+def preset_name(stage: str, offload: bool) -> str:
+    return f"ds_z{stage}{'_offload' if offload else ''}_config.json"
+
+
+def preset(stage: str, offload: bool) -> dict:
+    """The DeepSpeed config for ZeRO stage 2 or 3, with or without CPU offload."""
+    if stage not in ("2", "3"):
+        raise ValueError(stage)  # a caller's bug: the spec only has none, 2 and 3
+    zero: dict = {"stage": int(stage)}
+    if stage == "2":
+        zero.update(
+            allgather_partitions=True,
+            allgather_bucket_size=500_000_000,
+            overlap_comm=True,
+            reduce_scatter=True,
+            reduce_bucket_size=500_000_000,
+            contiguous_gradients=True,
+            round_robin_gradients=True,
+        )
+    else:
+        zero.update(
+            overlap_comm=True,
+            contiguous_gradients=True,
+            sub_group_size=1_000_000_000,
+            reduce_bucket_size="auto",
+            stage3_prefetch_bucket_size="auto",
+            stage3_param_persistence_threshold="auto",
+            stage3_max_live_parameters=1_000_000_000,
+            stage3_max_reuse_distance=1_000_000_000,
+            stage3_gather_16bit_weights_on_model_save=True,
+        )
+    if offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if offloads_parameters(stage, offload):
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "zero_allow_untested_optimizer": True,
+        "fp16": {
+            "enabled": "auto",
+            "loss_scale": 0,
+            "loss_scale_window": 1000,
+            "initial_scale_power": 16,
+            "hysteresis": 2,
+            "min_loss_scale": 1,
+        },
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": zero,
+    }
+
+
+
 def uses_gpu(spec: JobSpec, gpus: list[devices.Gpu]) -> bool:
     if on_cluster(spec):
         return spec.slurm_gpus_per_node > 0
@@ -80,7 +146,8 @@ def device_ids(spec: JobSpec, gpus: list[devices.Gpu]) -> list[int]:
         return list(range(max(0, spec.slurm_gpus_per_node or spec.num_processes)))
     if uses_gpu(spec, gpus):
         return list(spec.gpu_ids) or [g.index for g in gpus]
-    return list(range(max(0, spec.num_processes)))
+    # a count past its bound is refused by the checks; placing it must not build it first
+    return list(range(max(0, min(spec.num_processes, int(bounds.BOUNDS["num_processes"].high)))))
 
 
 def resolve_precision(spec: JobSpec, kind: str, chosen: list[devices.Gpu]) -> str:
@@ -117,7 +184,7 @@ def zero_setting(cfg: dict | None) -> tuple[str, bool, bool]:
     stage = str(zero.get("stage", 0)) if isinstance(zero, dict) else "0"
     offloaded = lambda key: str(((zero.get(key) or {}) if isinstance(zero, dict) else {}).get("device") or "none") in (
         "cpu", "nvme")  # noqa: E731
-    return stage, offloaded("offload_optimizer"), offloaded("offload_param") and stage == "3"
+    return stage, offloaded("offload_optimizer"), offloads_parameters(stage, offloaded("offload_param"))
 
 
 def place(spec: JobSpec, gpus: list[devices.Gpu]) -> Placement:
@@ -132,12 +199,12 @@ def place(spec: JobSpec, gpus: list[devices.Gpu]) -> Placement:
         path: str | None = spec.deepspeed
         cfg, error = read_config(spec.deepspeed)
     elif spec.deepspeed_stage != "none":
-        path = str(cache_dir() / presets.preset_name(spec.deepspeed_stage, spec.offload))
-        cfg = presets.preset(spec.deepspeed_stage, spec.offload)
+        path = str(cache_dir() / preset_name(spec.deepspeed_stage, spec.offload))
+        cfg = preset(spec.deepspeed_stage, spec.offload)
     else:
         path, cfg = None, None
     stage, off_opt, off_par = zero_setting(cfg)
     if spec.deepspeed and cfg is None:  # unreadable: what the job's own fields say
-        stage, off_opt, off_par = spec.deepspeed_stage, spec.offload, spec.offload and spec.deepspeed_stage == "3"
+        stage, off_opt, off_par = spec.deepspeed_stage, spec.offload, offloads_parameters(spec.deepspeed_stage, spec.offload)
     return Placement(kind, tuple(ids), max(1, spec.num_nodes), precision, stage, off_opt, off_par, path, cfg, error,
                      bool(spec.deepspeed), chosen)

@@ -55,9 +55,6 @@ def problems(spec: JobSpec) -> dict[str, Msg]:
     bad = [x for x in spec.slurm_extra if not x.startswith("-") or any(c in x for c in "\n\r'\"`$;")]
     if bad:
         out["slurm_extra"] = say("slurm.bad_extra", got=bad[0][:60])
-    for name in ("slurm_gpus_per_node", "slurm_cpus_per_task"):
-        if not 0 <= getattr(spec, name) <= 1024:
-            out[name] = say("check.not_negative", got=getattr(spec, name))
     return out
 
 
@@ -76,7 +73,7 @@ def render(spec: JobSpec, argv: list[str], env: dict[str, str], run_dir: Path, c
     lines += [f"#SBATCH {x}" for x in spec.slurm_extra]
     lines += ["", "# " + say("slurm.script_note", run=str(run_dir)), "set -euo pipefail"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    lines += ["# the rendezvous: the first node of the allocation, by the address Slurm itself reaches it at",
+    lines += ["# " + say("slurm.script_head"),
               'ZB_HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               """ZB_HEAD=$(scontrol show node "$ZB_HEAD_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')""",
               'export ZB_HEAD="${ZB_HEAD:-$ZB_HEAD_NODE}"',

@@ -189,6 +189,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "Liger's Triton kernels need an NVIDIA GPU; choose auto or off for CPU runs",
         "Liger 的 Triton 算子需要 NVIDIA GPU;CPU 运行请选择 auto 或 off",
     ),
+    "check.tracker_missing": (
+        "{tracker} is not installed here; `{install}` installs it (usable now: {offered})",
+        "这里没有安装 {tracker};用 `{install}` 安装(现在可选:{offered})",
+    ),
     "check.liger_missing": (
         "liger-kernel is not installed; pip install liger-kernel (or zeroboard[gpu]), or choose auto",
         "没有安装 liger-kernel;请 pip install liger-kernel(或 zeroboard[gpu]),或选择 auto",

@@ -200,6 +200,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "本次运行写入记录、日志、检查点和结果的目录。",
     ),
     "resume": ("Resume", "断点续训", "Continue from the last checkpoint in output_dir.", "从 output_dir 中最后一个检查点继续。"),
+    "report_to": (
+        "Experiment tracker",
+        "实验跟踪",
+        "Also log the run to a tracker, inside output_dir: tensorboard (tb/), wandb offline (wandb/), mlflow (mlruns/) or swanlab local (swanlog/). Each needs its package installed.",
+        "同时把训练记录写入实验跟踪工具,都保存在 output_dir 里:tensorboard(tb/)、离线 wandb(wandb/)、mlflow(mlruns/)或本地 swanlab(swanlog/)。需要先安装对应的包。",
+    ),
     "device_type": (
         "Device type",
         "设备类型",

@@ -77,6 +77,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.stop_left": ("processes still alive: {pids}", "仍有进程存活:{pids}"),
     # the trainer (its log and its errors)
     "train.interrupted": ("interrupted (SIGINT)", "被中断(SIGINT)"),
+    "train.tracker_failed": ("the experiment tracker {tracker} could not start, so training did not: {why}",
+                             "实验跟踪工具 {tracker} 无法启动,训练没有开始:{why}"),
     "train.stale_lock": ("removed the build lock of DeepSpeed op {op} left by a compile that was stopped",
                          "已删除 DeepSpeed 算子 {op} 的编译锁(上次编译被中断后遗留)"),
     "train.compile": ("compiling DeepSpeed op {op} (first time only; `zeroboard build-ops` builds it ahead)",

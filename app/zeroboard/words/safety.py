@@ -63,6 +63,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "is {got}, above {limit}: alpha scales the adapter's update by alpha / rank (usually 1–2 × the rank)",
         "为 {got},超过 {limit}:alpha 按 alpha / rank 缩放适配器的更新(通常取秩的 1–2 倍)",
     ),
+    "bound.processes": ("is {got}, above {limit} processes on one machine", "为 {got},单台机器上超过 {limit} 个进程"),
     "bound.nodes": ("is {got}, above {limit} machines: start fewer, or split the job", "为 {got},超过 {limit} 台机器:请减少机器数量,或拆分任务"),
     "bound.workers": (
         "is {got}, but this machine has {cores} CPU cores: each worker is a process of its own, so more than the cores "
@@ -105,30 +106,5 @@ WORDS: dict[str, tuple[str, str]] = {
         "将从 {name}(第 {step} 步,最后一个完整的检查点)继续{skipped}",
     ),
     "check.resume_skips": ("; skips {names} (cut short while saving)", ";跳过 {names}(保存时被中断)"),
-    # Slurm (job.slurm, runs.slurm)
-    "slurm.no_sbatch": (
-        "slurm needs the Slurm client (sbatch, squeue, sacct, scancel) on this machine, and sbatch is not on the PATH",
-        "slurm 需要本机装有 Slurm 客户端(sbatch、squeue、sacct、scancel),但 PATH 中找不到 sbatch",
-    ),
-    "slurm.bad_name": ("{got} is not a Slurm name (letters, digits, _ . - only)", "{got} 不是有效的 Slurm 名称(只能用字母、数字和 _ . -)"),
-    "slurm.bad_time": ("{got} is not a Slurm time limit; write e.g. 02:00:00 or 1-12:00:00", "{got} 不是 Slurm 的时间限制;请写成例如 02:00:00 或 1-12:00:00"),
-    "slurm.bad_extra": (
-        "{got} is not an sbatch option: each starts with - and holds no quotes, $ or ;",
-        "{got} 不是 sbatch 选项:每项以 - 开头,且不含引号、$ 或 ;",
-    ),
-    "slurm.node_rank": ("is set by Slurm for each node; leave it 0", "由 Slurm 为每个节点设置;请保持为 0"),
-    "slurm.refused": ("Slurm would not run this job: {why}", "Slurm 不会运行这个任务:{why}"),
-    "slurm.no_answer": ("Slurm did not answer within {seconds} s (is slurmctld up?)", "Slurm 在 {seconds} 秒内没有响应(slurmctld 是否在运行?)"),
-    "slurm.cannot_run": ("sbatch could not be run: {why}", "无法运行 sbatch:{why}"),
-    "slurm.submitted": ("submitted to Slurm as job {job_id}", "已提交到 Slurm,作业号 {job_id}"),
-    "slurm.pending": ("waiting in Slurm's queue (job {job_id}, position {position}, {reason})", "在 Slurm 队列中等待(作业 {job_id},第 {position} 位,{reason})"),
-    "slurm.running_on": ("running on {nodes} (Slurm job {job_id})", "正在 {nodes} 上运行(Slurm 作业 {job_id})"),
-    "slurm.scancel": ("scancel {job_id}: Slurm stops every task of the job", "scancel {job_id}:Slurm 停止该作业的所有任务"),
-    "slurm.ended_as": ("Slurm says job {job_id} ended as {state}", "Slurm 显示作业 {job_id} 以 {state} 结束"),
-    "slurm.still_there": ("Slurm still lists job {job_id} after {seconds} s", "{seconds} 秒后 Slurm 仍列出作业 {job_id}"),
-    "cli.sbatch_script": ("# the sbatch script, written to {path} by Start:", "# sbatch 脚本,开始时写入 {path}:"),
-    "slurm.script_note": (
-        "ZeroBoard's run {run}: the run folder and this Python are on storage every node shares",
-        "ZeroBoard 的运行 {run}:运行目录和这个 Python 都在所有节点共享的存储上",
-    ),
+    "bound.per_node": ("is {got}, above {limit}: no cluster node has that many", "为 {got},超过 {limit}:没有哪个集群节点有这么多"),
 }
