@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # How the H200 figures were made: one device call per step, from the repository root.
-# Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel),
+# Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel, datasets + dill +
+# multiprocess: the trainer's data path needs datasets, which the GPU image lacks),
 # .whl-ui (gradio and the deps the GPU image lacks). $OUT is where results go.
 #   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
 #   bash benchmarks/h200_run.sh matrix CONFIGS [TIMEOUT_S] [REPEATS]  # gpu_matrix.py for a comma list of configs
@@ -13,13 +14,15 @@
 #                                                   # benchmarks/results/fit_grid.json, in order, until DEADLINE_S
 #                                                   # (default 270) from the start; $OUT/fit_grid.json holds them all
 #                                                   # (and the rows of a grid run before it in the same call)
+#   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
+#                                                   # by side) while the bench model is built, then gpu_speed.py
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD/app PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-for w in .whl .whl-ui; do
+for w in ${WHL:-.whl} .whl-ui; do
   [ -d "$w" ] && python3 benchmarks/install_wheels.py "$w" --target /tmp/site >>"$OUT/install_wheels.log" 2>&1
 done
 python3 -c "import deepspeed, liger_kernel; print('deepspeed', deepspeed.__version__)" 2>&1 | tail -1
@@ -28,6 +31,21 @@ W=/tmp/zb-matrix
 T0=$(date +%s)
 left() { echo $(( ${1:-560} - $(date +%s) + T0 )); }
 case "$1" in
+  speed26)
+    # the first call of issue 26 lost every row to a missing `datasets` (the trainer's data path needs it): fail fast
+    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &
+    timeout 170 python3 benchmarks/bf16_quality.py --out "$OUT/bf16_quality.json" --timeout-s 160 >"$OUT/quality.log" 2>&1 &
+    QP=$!
+    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W >>"$OUT/setup.log" 2>&1
+    wait $QP; echo "quality rc=$? at $(( $(date +%s) - T0 )) s"; grep -v '"[0-9]*": ' "$OUT/quality.log" | tail -n 30
+    timeout "$(left "$2")" python3 benchmarks/gpu_speed.py --out "$OUT/h200_speed.json" --workdir $W \
+      --deadline-s "$(( $(left "$2") - 45 ))" >"$OUT/speed.log" 2>&1
+    echo "speed rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 16 "$OUT/speed.log"
+    if [ "$(left "$2")" -gt 100 ]; then  # only when the rows left time: issue 26 part 5
+      timeout "$(( $(left "$2") - 10 ))" python3 benchmarks/compile_repro.py --timeout-s 80 >"$OUT/compile.log" 2>&1
+      cut -c1-400 "$OUT/compile.log"
+    fi ;;
   plan22)
     python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >/tmp/build_ops.log 2>&1 &
     timeout 60 python3 benchmarks/step_components.py --out "$OUT/step_components.json" 2>&1 >/dev/null | tail -n 3

@@ -153,3 +153,14 @@ def liger_installed(monkeypatch, installed: bool = True) -> None:
         _REAL_SOURCE.setdefault("fn", liger.source_text)
         monkeypatch.delenv(liger.SOURCE_ENV, raising=False)
         monkeypatch.setattr(liger, "source_text", lambda: None)
+
+
+def as_measured_before_26(monkeypatch, spec=None):
+    """Runs measured before issue 26 kept fp32 master weights without DeepSpeed and ran the DeepSpeed presets as
+    written: plan them that way (the spec's master_weights, and ZeroBoard's one-GPU DeepSpeed values off)."""
+    import dataclasses
+
+    from zeroboard.job import dstune
+
+    monkeypatch.setenv(dstune.TUNING_ENV, "off")
+    return dataclasses.replace(spec, master_weights="fp32") if spec is not None else None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import liger_installed  # noqa: E402
+from helpers import as_measured_before_26, liger_installed  # noqa: E402
 from zeroboard import planner, words
 from zeroboard.job import record as runrecord
 from zeroboard.job.devices import Gpu
@@ -139,9 +139,14 @@ def test_zero_formulas_against_device_count(n):
     small = 2 * (22 * 2 * 2048 + 2048)  # bytes: kept whole among the buffers, so not in the partitions
     assert z3.weights + z3.optimizer + z3.grads == pytest.approx(16 * psi / n - small / n, abs=8)
     assert z3.buffers == plan_states.WORKSPACE + small + 2 * 2048 * 2048
-    none = states("none")  # ZeroBoard without DeepSpeed: fp32 weights + Adam; fp32 grads until the step
+    # ZeroBoard without DeepSpeed, fp32 master weights: fp32 weights + Adam; fp32 grads until the step
+    none = plan_states.states(shape, dataclasses.replace(base, master_weights="fp32"), psi, psi)
     assert none.weights + none.optimizer + none.grads_end == 16 * psi
     assert none.buffers - plan_states.WORKSPACE == (0 if n == 1 else 4 * psi)  # DDP's gradient buckets
+    # the default: split master weights on one process (bf16 weights and gradients, fp32 moments, 16-bit remainders);
+    # several processes keep the fp32 master copy (DDP would average bf16 gradients)
+    auto = states("none")
+    assert auto.weights + auto.optimizer + auto.grads_end == (14 * psi if n == 1 else 16 * psi)
     off = states("2", off=True)
     assert off.optimizer == 0 and off.host >= 16 * psi // n  # fp32 master, grads and AdamW on the host, pinned
     assert off.host == 2 * plan_states.pow2(4 * psi // n) + plan_states.pow2(2 * psi // n) + 8 * psi // n \
@@ -153,7 +158,9 @@ def test_lora_trains_only_the_adapter():
     lora = planner.estimate(job(finetuning_type="lora"), h200(), model=shape)
     assert lora.trainable == 12_615_680 and lora.params == shape.params + lora.trainable
     assert lora.breakdown["optimizer states"] == 8 * lora.trainable  # fp32 Adam moments of the adapter only
-    assert lora.breakdown["weights"] == 4 * lora.params  # fp32 base + fp32 adapter (no DeepSpeed)
+    assert lora.breakdown["weights"] == 2 * shape.params + 4 * lora.trainable  # bf16 base + fp32 adapter (no DeepSpeed)
+    old = planner.estimate(job(finetuning_type="lora", master_weights="fp32"), h200(), model=shape)
+    assert old.breakdown["weights"] == 4 * old.params  # fp32 base + fp32 adapter (the old default)
 
 
 # --- activations: bytes saved per token and layer --------------------------------------------
@@ -203,6 +210,7 @@ def test_calibration_runs_within_two_percent(row, monkeypatch):
 
     liger_installed(monkeypatch, row["speedups"]["liger"])
     spec = bench.job_of(row["model"], row["seq"], row["micro_batch"], row["config"], Path("/tmp"), 4, False)
+    spec = as_measured_before_26(monkeypatch, spec)
     plan = planner.estimate(spec, H200, model=planner.shape_from_config(bench.MODELS[row["model"]][1]))
     assert plan.peak_bytes / GIB == pytest.approx(row["torch_peak_gib"], rel=0.02)
     if bench.parse_config(row["config"])["fixed_segments"]:
@@ -211,11 +219,12 @@ def test_calibration_runs_within_two_percent(row, monkeypatch):
 
 
 @pytest.mark.parametrize("row", json.loads((RESULTS / "h200.json").read_text())["rows"], ids=lambda r: r["config"])
-def test_the_first_h200_matrix_within_six_percent(row):
+def test_the_first_h200_matrix_within_six_percent(row, monkeypatch):
     """benchmarks/results/h200.json: the 1.1 B Llama, micro-batch 8 x 1024, every sample full (no attention mask)."""
     ft, rest = row["config"].split("-", 1)
     stage, offload = rest.split("+")[0], "offload" in rest
-    spec = job(finetuning_type=ft, deepspeed_stage=stage, offload=offload, liger_kernel="on")
+    spec = as_measured_before_26(monkeypatch, job(finetuning_type=ft, deepspeed_stage=stage, offload=offload,
+                                                  liger_kernel="on"))
     plan = planner.estimate(spec, H200, model=planner.shape_from_config(LLAMA_1B))
     unmasked = memory.plan_one(plan.model, dataclasses.replace(plan.setup, masked=False))
     assert unmasked.peak_bytes / GIB == pytest.approx(row["zeroboard"]["torch_peak_gib"], rel=0.06)
@@ -241,6 +250,7 @@ SAVED_PER_GPU = {"2": 6.15, "3": 6.33}
 @pytest.mark.parametrize("stage", list(MEASURED_TWO_GPUS))
 def test_two_h200_rows_within_ten_percent_and_smaller_per_gpu(stage, monkeypatch):
     monkeypatch.setattr("zeroboard.job.modelinfo.installed", lambda module: True)  # Liger was installed there
+    as_measured_before_26(monkeypatch)
     shape = planner.shape_from_config(LLAMA_1B)
 
     def peak(**kw):
@@ -465,7 +475,8 @@ def test_the_chinese_plan_has_the_same_figures_and_no_english_sentences(kw):
 def test_the_chinese_plan_names_the_advice_and_every_note():
     plan_keys = [k for k in words.CATALOG if k.startswith("plan.")]
     assert all(words.text(k, "zh") for k in plan_keys) and {f"plan.phase.{p}" for p in memory.PHASES} <= set(plan_keys)
-    tight = planner.estimate(job(finetuning_type="full"), h200(30), model=planner.shape_from_config(LLAMA_1B))
+    tight = planner.estimate(job(finetuning_type="full", master_weights="fp32"), h200(30),
+                             model=planner.shape_from_config(LLAMA_1B))
     no_ds = {"stage": "none", "offload": False}
     said = {k: v for k, v in tight.advice.items() if k not in ("compared", "speed")}  # the step times: test_speed.py
     assert said == {"kind": "use", "setting": {**no_ds, "gradient_checkpointing": True, "new_checkpointing": True},

@@ -23,19 +23,21 @@ H200 = [Gpu(0, "NVIDIA H200", 143771 << 20, 139 << 30, 0, 0, (9, 0))]
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import planner_heldout as h  # noqa: E402 - the harness that measured the rows builds their jobs
-from helpers import liger_installed  # noqa: E402
+from helpers import as_measured_before_26, liger_installed  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _liger_layout(monkeypatch):
-    """Plans are made as on the H200: Liger installed, its layout as tests/helpers.LIGER_LAYOUT has it."""
+    """Plans are made as on the H200: Liger installed, its layout as tests/helpers.LIGER_LAYOUT has it; the traced
+    runs ran the DeepSpeed presets as written and fp32 master weights (before issue 26)."""
     liger_installed(monkeypatch)
+    as_measured_before_26(monkeypatch)
 
 
 
 def plan_row(r):
     job = h.job_of(r["model"], r["seq"], r["micro_batch"], r["config"], Path("/tmp/zb-pools"), 4, False)
-    job = replace(job, liger_kernel="on" if (r.get("speedups") or {}).get("liger") else "off")
+    job = replace(job, liger_kernel="on" if (r.get("speedups") or {}).get("liger") else "off", master_weights="fp32")
     shape = planner.shape_from_config(h.MODELS[r["model"]][1])
     p = planner.estimate(job, H200, model=shape, host_available=1 << 40)
     return states(shape, p.setup, p.trainable, p.params), p

@@ -53,7 +53,8 @@ def test_accumulation_keeps_the_gradients_of_the_micro_batches_before(tmp_path, 
     ids = torch.randint(3, 90, (1, 16))
     model(input_ids=ids, labels=ids).loss.backward()
     kept = sum(p.grad.untyped_storage().nbytes() for p in model.parameters() if p.grad is not None)
-    job = dict(finetuning_type=finetuning, lora_rank=8, cutoff_len=16, per_device_train_batch_size=1)
+    # fp32 master weights: the model above keeps fp32 gradients (with split master weights they would be bf16)
+    job = dict(finetuning_type=finetuning, lora_rank=8, cutoff_len=16, per_device_train_batch_size=1, master_weights="fp32")
     one = plan_of(tmp_path, cfg, gradient_accumulation_steps=1, **job)
     two = plan_of(tmp_path, cfg, gradient_accumulation_steps=2, **job)
     for moment in ("forward", "backward"):

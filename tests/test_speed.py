@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import liger_installed  # noqa: E402
+from helpers import as_measured_before_26, liger_installed  # noqa: E402
 from zeroboard import planner, words
 from zeroboard.job.devices import Gpu
 from zeroboard.job.spec import JobSpec
@@ -34,7 +34,10 @@ UNDER, OVER = -0.30, 0.10
 
 @pytest.fixture(autouse=True)
 def _liger_layout(monkeypatch):
+    """Liger installed as on the H200; the runs replayed here kept fp32 master weights and ran the DeepSpeed presets as
+    written (measured before issue 26): the jobs below say master_weights fp32, ZeroBoard's one-GPU values are off."""
     liger_installed(monkeypatch)
+    as_measured_before_26(monkeypatch)
 
 
 def load(name: str) -> dict:
@@ -72,7 +75,8 @@ def matrix_setup(config: str, world: int = 1, liger: str = "on"):
     ft, rest = config.split("-", 1)
     job = JobSpec(model_name_or_path="/x", finetuning_type=ft, cutoff_len=1024, per_device_train_batch_size=8,
                   precision="bf16", lora_rank=16, lora_alpha=32, device_type="cuda", num_processes=world,
-                  deepspeed_stage=rest.split("+")[0], offload="offload" in rest, liger_kernel=liger)
+                  deepspeed_stage=rest.split("+")[0], offload="offload" in rest, liger_kernel=liger,
+                  master_weights="fp32")
     return planner.estimate(job, h200(world), model=planner.shape_from_config(LLAMA)).setup
 
 
@@ -117,7 +121,8 @@ def grid_choices(grid: str) -> tuple[list, dict]:
     measured = [r for r in GRID["rows"] if r["grid"] == grid and r.get("tokens_per_s")]
     liger = any((r.get("speedups") or {}).get("liger") for r in measured)
     job = harness.job_of(model, seq, batch, f"{ft}-none", Path("/tmp/zb-grid"), 10, False)
-    job = dataclasses.replace(job, gradient_accumulation_steps=1, liger_kernel="on" if liger else "off")
+    job = dataclasses.replace(job, gradient_accumulation_steps=1, liger_kernel="on" if liger else "off",
+                              master_weights="fp32")
     choices = planner.fit(job, h200(), model=planner.shape_from_config(harness.MODELS[model][1]))
     by = {(r["stage"], r["offload"], r["mbs"], r["checkpointing"]): r for r in measured}
     return choices, by
@@ -243,7 +248,7 @@ def test_reason_words_read_back_as_their_numbers(pair):
 def test_the_advice_gives_its_reason_in_both_languages():
     shape = planner.shape_from_config(LLAMA)
     job = JobSpec(model_name_or_path="/x", finetuning_type="full", cutoff_len=1024, per_device_train_batch_size=8,
-                  precision="bf16", device_type="cuda")
+                  precision="bf16", device_type="cuda", master_weights="fp32")  # fp32 masters: 30 GiB is too little
     gpus = [dataclasses.replace(h200()[0], free_bytes=30 * GIB)]
     plan = planner.estimate(job, gpus, model=shape)
     assert plan.advice["kind"] == "use"

@@ -55,7 +55,12 @@ def test_the_weights_line_says_what_the_job_keeps(model_dir):
         return speedups.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds).notes
 
     assert "weights: bf16 (pure bf16, no fp32 master copy)" in notes(precision="bf16", pure_bf16=True)
-    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16")
+    split = "weights: bf16; the optimizer keeps the low 16 bits of each fp32 master weight (updates exactly as with fp32 master weights)"
+    assert split in notes(precision="bf16", finetuning_type="full")  # the default on one process
+    assert "weights: frozen base in bf16, LoRA adapters fp32 + bf16 autocast" in notes(precision="bf16")  # LoRA
+    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16", finetuning_type="full", master_weights="fp32")
+    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16", finetuning_type="full",
+                                                            gradient_accumulation_steps=2)  # bf16 grads would add up
     assert "weights: bf16 (DeepSpeed ZeRO-2 keeps the fp32 master copy)" in notes({"zero_optimization": {"stage": 2}},
                                                                                   precision="bf16")
     # an fp32 run under DeepSpeed holds fp32 weights: no 16-bit copy is claimed

@@ -197,3 +197,40 @@ def test_tensorboard_gets_the_loss_events_jsonl_has(tmp_path):
     for line in (out / events.EVENTS_FILE).read_text().splitlines():
         jsonschema.validate(json.loads(line), schema)
         assert json.loads(line)["v"] == events.VERSION
+
+
+def test_split_master_weights_train_save_and_keep_their_remainders(tmp_path):
+    """The new default on one process: bf16 weights, the fp32 masters' low 16 bits in the optimizer (its checkpoint
+    keeps them as int16, the moments as fp32), a falling loss, a model that reloads."""
+    import torch
+
+    out = tmp_path / "split"
+    p = train(out, "finetuning_type=full", "precision=bf16", "num_processes=1", "max_steps=12", "logging_steps=3",
+              "save_steps=12", "learning_rate=0.001")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    start = next(e for e in events.read_events(out / events.EVENTS_FILE) if e["event"] == "start")
+    assert start["speedups"]["weights"] == "split"
+    curve = losses(out)
+    assert curve[-1] < curve[0], curve
+    state = torch.load(out / "checkpoint-12" / "optimizer.pt", weights_only=False)["state"]
+    assert {st["low_bits"].dtype for st in state.values()} == {torch.int16}
+    assert {st["exp_avg"].dtype for st in state.values()} == {torch.float32}
+    assert_reloads_trained_weights(out)
+
+
+def test_zero3_on_one_process_runs_the_values_the_preview_named(tmp_path):
+    """ZeRO-3 with one process: every parameter whole, each decoder layer one hook unit, overlap off; the run keeps
+    the JSON it used and trains."""
+    out = tmp_path / "z3"
+    p = train(out, "finetuning_type=full", "deepspeed_stage=3", "num_processes=1", "max_steps=6", "logging_steps=3",
+              "learning_rate=0.001")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    used = json.loads((out / "ds_config.json").read_text())["zero_optimization"]
+    assert used["overlap_comm"] is False and used["leaf_module"] == {"classes": ["LlamaDecoderLayer"]}
+    from pathlib import Path
+
+    assert used["stage3_param_persistence_threshold"] == modelinfo.param_count(Path("cache/demo/model"))
+    resolved = json.loads((out / "ds_config.resolved.json").read_text())["zero_optimization"]
+    assert resolved["stage3_param_persistence_threshold"] == used["stage3_param_persistence_threshold"]
+    curve = losses(out)
+    assert curve[-1] < curve[0], curve

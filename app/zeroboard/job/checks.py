@@ -350,6 +350,8 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
         r.errors["attn_implementation"] = say("check.sdpa_unsupported", model_type=model_type)
     if spec.packing and model_type in RECURRENT_MODEL_TYPES:
         r.errors["packing"] = say("check.packing_recurrent", model_type=model_type)
+    if spec.master_weights == "split" and "optim" in spec.extra_args:
+        r.errors["master_weights"] = say("check.master_split_optim")
     if spec.pure_bf16:
         if where.deepspeed or spec.deepspeed:
             r.errors["pure_bf16"] = say("check.pure_bf16_ds")
@@ -381,6 +383,9 @@ def _check_extra(spec: JobSpec, r: Report) -> None:
             r.errors["extra_args"] = say(wrong[0], **wrong[1])
         if "extra_args" in r.errors:
             return
+    if spec.extra_args.get("torch_compile") is True and spec.liger_kernel != "off":
+        # what it did on the H200 (docs/en/gpu-results.md, "torch_compile"): say so before the launch
+        r.warnings["extra_args"] = say("check.compile_liger")
 
 
 def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placement | None = None) -> Report:

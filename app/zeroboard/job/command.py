@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..words import say
-from . import checks, devices, placement as placemod, presets, slurm as slurmmod
+from . import checks, devices, dstune, placement as placemod, presets, slurm as slurmmod
 from .placement import Placement, cache_dir
 from .ports import free_port, port_is_free
 from .spec import FIELDS, JobSpec, changed, to_flags
@@ -198,6 +198,11 @@ def check_and_build(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: 
     if cmd is not None:
         for note in cmd.notes:
             report.warnings.setdefault("environment", note)
+        if where.deepspeed and where.ds_config is not None:
+            values = dstune.for_run(where.ds_config, where.ds_path, where.world_size, spec.model_name_or_path,
+                                    spec.gradient_checkpointing, spec.finetuning_type == "lora")[1]
+            if values:
+                report.warnings.setdefault("deepspeed", dstune.note(values))
     return Prepared(spec, report, cmd, preset_report, where)
 
 

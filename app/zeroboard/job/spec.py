@@ -39,6 +39,7 @@ Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3
 OnOff = Literal["auto", "on", "off"]
 Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+MasterWeights = Literal["auto", "split", "fp32"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
 Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "swanlab"]  # each offered when its package is installed
 
@@ -100,6 +101,7 @@ class JobSpec:
     attn_implementation: Attention = _f("auto", "speed", to=own("model"))
     packing: bool = _f(False, "speed", to=own("data"))
     pure_bf16: bool = _f(False, "speed", to=own("model"))
+    master_weights: MasterWeights = _f("auto", "speed", to=own("model"))
     # --- LoRA ------------------------------------------------------------------
     lora_rank: int = _f(8, "lora", to=own("model"))
     lora_alpha: int = _f(16, "lora", to=own("model"))

@@ -67,6 +67,7 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     plan.notes = [text(f"plan.note.{k}") for k in advice.note_keys(plan)]
     if s.device == "cuda" and not spec.deepspeed:
         plan.alternatives, plan.advice = advice.recommend(shape, s, plan.capacity_bytes, rates(gpus, ids))
+        plan.speed = fitmod.compare(shape, s, plan.capacity_bytes, rates(gpus, ids))
     elif plan.fits is False:
         plan.advice = {"kind": "ram_does_not_fit"}
     plan.recommendation = advice_text(plan.advice)

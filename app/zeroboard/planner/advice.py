@@ -63,7 +63,7 @@ def note_keys(plan: Plan) -> list[str]:
         keys.append("one_gpu")
     if s.finetuning == "lora" and s.stage == "3" and s.half:
         keys.append("lora_zero3")
-    if s.device == "cuda" and not s.deepspeed and s.half and not s.pure_bf16:
+    if s.device == "cuda" and not s.deepspeed and s.half and s.weights == "autocast":
         keys.append("autocast")
     if s.fused_loss:
         keys.append("fused_loss")

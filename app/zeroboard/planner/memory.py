@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from ..job import devices, liger as ligerinfo, placement
+from ..job import devices, dstune, liger as ligerinfo, placement, weights as weightsmod
 from ..job.spec import JobSpec
 from ..words import text
 from . import activations as act
@@ -87,6 +87,21 @@ class Setup:
     reduce_bucket: int = 0  # DeepSpeed's reduce_bucket_size in elements (0: the preset's, or H² when "auto")
     sub_group: int = 1_000_000_000  # ZeRO-3 sub_group_size
     reuse_distance: int = 1_000_000_000  # ZeRO-3 stage3_max_reuse_distance
+    overlap_comm: bool = True  # DeepSpeed's overlap_comm (job.dstune turns it off on one GPU)
+    master_weights: str = "auto"  # the job's master_weights (job.weights decides the mode with the rest)
+    own_optimizer: bool = False  # the job names its optimizer in extra_args
+
+    @property
+    def weights(self) -> str:
+        """How the trainer holds the weights for this setting (job.weights.MODES)."""
+        return weightsmod.mode(self.finetuning, self.precision, self.stage, self.pure_bf16, self.master_weights,
+                               self.accumulation, self.world, self.own_optimizer)
+
+    @property
+    def weights16(self) -> bool:
+        """16-bit weights without DeepSpeed: pure bf16, the split master, LoRA's bf16 base, or the reference script."""
+        return self.half and not self.deepspeed and (self.weights_16bit_without_ds
+                                                       or self.weights in ("pure_bf16", "split", "bf16_base"))
 
     @property
     def deepspeed(self) -> bool:
@@ -118,7 +133,11 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
     where = placement.place(spec, gpus)
     if where.ds_error is not None:
         raise PlanError(where.ds_error)
-    zero = (where.ds_config or {}).get("zero_optimization") or {}
+    config = where.ds_config
+    if config is not None:  # the values the run will use (job.dstune: one GPU)
+        config = dstune.for_run(config, where.ds_path, max(1, where.world_size), spec.model_name_or_path,
+                                spec.gradient_checkpointing, spec.finetuning_type == "lora")[0]
+    zero = (config or {}).get("zero_optimization") or {}
     zero = zero if isinstance(zero, dict) else {}
     number = lambda key, default: int(zero[key]) if isinstance(zero.get(key), (int, float)) else default  # noqa: E731
     on_gpu = where.kind == "cuda"
@@ -129,7 +148,8 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
                  masked=spec.packing or spec.per_device_train_batch_size > 1,
                  reduce_bucket=number("reduce_bucket_size", 0), sub_group=number("sub_group_size", 1_000_000_000),
                  reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000),
-                 accumulation=max(1, spec.gradient_accumulation_steps))
+                 accumulation=max(1, spec.gradient_accumulation_steps), overlap_comm=zero.get("overlap_comm") is not False,
+                 master_weights=spec.master_weights, own_optimizer="optim" in spec.extra_args)
 
 
 # --- activations ----------------------------------------------------------------------------
@@ -141,11 +161,11 @@ def act_mode(s: Setup) -> ActMode:
     if not s.half:
         return ActMode("fp32", lora, **common)
     if not s.deepspeed:
-        if s.pure_bf16:
+        if s.weights == "pure_bf16":
             return ActMode("pure16", lora, **common)
-        # ZeroBoard: fp32 weights + autocast. A 16-bit model + autocast behaves like pure16 for full
-        # fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
-        return ActMode("pure16" if s.weights_16bit_without_ds and not lora else "autocast", lora, **common)
+        # fp32 weights + autocast; a 16-bit model (the split master, LoRA's bf16 base) + autocast behaves like
+        # pure16 for full fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
+        return ActMode("pure16" if s.weights16 and not lora else "autocast", lora, **common)
     z3 = s.stage == "3"
     # The engine casts the module to 16 bit at ZeRO-0/1/2; at ZeRO-3 the adapters, created after
     # zero.Init, stay fp32 (seen on the H200: +24h+4I bytes per token and layer).
@@ -169,7 +189,7 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     else:
         layers = t * ((shape.layers - slides) * per_layer + slides * per_sliding)
     copies = {"forward": 0, "backward": 0}
-    if m.kind == "autocast" and not s.weights_16bit_without_ds:
+    if m.kind == "autocast" and not s.weights16:
         copies = act.autocast_copies(shape, s.finetuning == "lora", s.checkpointing)
     head_trains = s.finetuning == "full" or "lm_head" in s.lora_target
     loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains, s.liger_ce)
@@ -212,6 +232,7 @@ class Plan:
     alternatives: list[dict] = field(default_factory=list)  # other settings: label, peak, fits
     recommendation: str = ""  # ``advice`` in English words (plan.json, the CLI)
     advice: dict = field(default_factory=dict)  # kind: keep | use | nothing_fits | ram_does_not_fit, and its settings
+    speed: dict | None = None  # expected tokens/s of this setting and of the fastest that fits (search.compare)
     moments: dict[str, int] = field(default_factory=dict)  # every moment's total, the peak among them
     slack_bytes: int = 0  # what NVML will show above the allocator's peak, besides the CUDA context
 
@@ -282,7 +303,8 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
     phase = max(totals, key=totals.get)
     peak = totals[phase]
     # loading maps the checkpoint files; a dtype change (fp32 without DeepSpeed) makes a converted copy
-    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds or s.pure_bf16 else 4
+    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds or (
+        not s.deepspeed and s.weights in ("pure_bf16", "bf16_base")) else 4  # the split mode loads fp32, then splits
     ckpt = shape.checkpoint_bytes
     loading = ckpt + (shape.params * load_bytes if abs(ckpt / shape.params - load_bytes) > 0.5 else 0)
     if s.device == "cuda":
@@ -360,8 +382,10 @@ def liger_wanted(spec: JobSpec, device: str) -> bool:
 
 
 def formula_of(s: Setup) -> str:
-    if s.pure_bf16:
+    if not s.deepspeed and s.half and s.weights == "pure_bf16":
         return "8Ψ"
+    if not s.deepspeed and s.half and s.weights == "split":
+        return "14Ψ"
     if not s.deepspeed or s.stage == "0":
         return "16Ψ"
     if s.stage == "1":

@@ -66,7 +66,8 @@ def formula_text(plan: Plan, lang: str = "en") -> str:
     nouns = {k: text(f"plan.dev.{k}.{dev}", lang) for k in ("every", "units")}
     who = text("plan.f.who_lora" if lora else "plan.f.who", lang, psi=count(plan.params), t=count(plan.trainable))
     if not s.deepspeed or s.stage == "0":
-        body = "pure_bf16" if s.pure_bf16 else "autocast" if s.half and not s.deepspeed else "plain"
+        body = s.weights if s.half and not s.deepspeed and s.weights in ("pure_bf16", "split", "bf16_base", "autocast") \
+            else "plain"
         return text("plan.f.none", lang, formula=formula_of(s), who=who,
                     body=text(f"plan.f.none.{body}", lang, **nouns),
                     lora=text("plan.f.none.lora", lang, formula=formula_of(s)) if lora else "")
@@ -83,8 +84,8 @@ def formula_text(plan: Plan, lang: str = "en") -> str:
 def _head(plan: Plan, lang: str) -> list[str]:
     s = plan.setup
     dev = "cuda" if s.device == "cuda" else "cpu"
-    mode = (text("plan.mode.pure_bf16", lang) if s.pure_bf16
-            else text(f"plan.mode.{act_mode(s).kind}", lang, precision=s.precision))
+    mine = s.weights if s.half and not s.deepspeed and s.weights in ("pure_bf16", "split", "bf16_base") else None
+    mode = text(f"plan.mode.{mine or act_mode(s).kind}", lang, precision=s.precision)
     setting = setting_label(s.stage, s.offload_optimizer or s.offload_requested, s.offload_param, lang=lang)
     devs = text(f"plan.devs.{dev}{'s' if s.world > 1 else ''}", lang)
     line = (text("plan.model", lang, model_type=plan.model.model_type, params=count(plan.params),
@@ -151,7 +152,25 @@ def render_markdown(plan: Plan, lang: str = "en") -> str:
         if plan.advice.get("speed"):
             lines.append(text(f"plan.speed_source.{plan.advice['speed']['source']}", lang,
                               gpu=plan.advice["speed"]["gpu"] or "?"))
+    if plan.speed:
+        lines += ["", speed_text(plan, lang)]
     return "\n".join(lines)
+
+
+def speed_text(plan: Plan, lang: str = "en") -> str:
+    """This setting's expected tokens/s next to the fastest that fits, and what the slower one buys, in words."""
+    cur, best = plan.speed["current"], plan.speed["best"]
+    name = lambda r: setting_label(r["stage"], r["offload"], r["offload"] and r["stage"] == "3", lang=lang)  # noqa: E731
+    where = text("plan.tps.where", lang, n=plan.setup.world, devs=text(
+        f"plan.devs.{'cuda' if plan.setup.device == 'cuda' else 'cpu'}{'s' if plan.setup.world > 1 else ''}", lang))
+    tps = lambda r: f"{r['tokens_per_s']:,.0f}"  # noqa: E731
+    if best is cur or best["tokens_per_s"] <= cur["tokens_per_s"] * 1.03:
+        return text("plan.tps.fastest", lang, setting=name(cur), where=where, tps=tps(cur))
+    saved = best["needed_bytes"] - cur["needed_bytes"]
+    gain = (text("plan.tps.saves", lang, gib=f"{saved / GIB:.1f}") if saved > 0.5 * GIB
+            else text("plan.tps.saves_nothing", lang))
+    return text("plan.tps.slower", lang, setting=name(cur), where=where, factor=f"{best['tokens_per_s'] / cur['tokens_per_s']:.1f}",
+                best=name(best), tps=tps(cur), best_tps=tps(best), gain=gain)
 
 
 def plain(plan: Plan, lang: str = "en") -> str:

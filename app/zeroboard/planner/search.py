@@ -60,6 +60,28 @@ class Choice:
                 "gradient_accumulation_steps": self.accumulation, "gradient_checkpointing": self.checkpointing}
 
 
+def compare(shape: ModelShape, s: Setup, capacity: int | None, rates: Rates = MEASURED) -> dict | None:
+    """The job's own setting against the fastest stage/offload setting that fits (with room if one does), at the
+    job's micro-batch, accumulation and checkpointing: expected tokens/s of each and their memory (the plan panel's
+    "why"). None when nothing fits or the capacity is unknown."""
+    if capacity is None:
+        return None
+    rows = []
+    for stage, off in SETTINGS:
+        alt = with_liger(shape, replace(s, stage=stage, offload_optimizer=off, offload_param=offloads_parameters(stage, off)))
+        p = plan_one(shape, alt)
+        p.capacity_bytes = capacity
+        rows.append({"stage": stage, "offload": off, "needed_bytes": p.needed_bytes, "fits": bool(p.fits),
+                     "roomy": bool(p.roomy),
+                     "tokens_per_s": s.world * s.accumulation * s.tokens / step_time(shape, alt, rates).seconds})
+    mine = next((r for r in rows if r["stage"] == (s.stage if s.deepspeed else "none")
+                 and r["offload"] == s.offload_optimizer), None)
+    fitting = [r for r in rows if r["roomy"]] or [r for r in rows if r["fits"]]
+    if mine is None or not fitting:
+        return None
+    return {"current": mine, "best": max(fitting, key=lambda r: r["tokens_per_s"])}
+
+
 def micro_batches(per_device: int) -> list[int]:
     """Micro-batch sizes that keep the per-device batch of one optimizer step (micro-batch x accumulation)."""
     return [m for m in range(1, per_device + 1) if per_device % m == 0 and m <= 64]

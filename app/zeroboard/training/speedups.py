@@ -1,8 +1,10 @@
-"""The speed-up options (Liger kernels, attention kernel, pure bf16) resolved for this machine and model."""
+"""The speed-up options (Liger kernels, attention kernel, how the weights are held) resolved for this machine and model."""
 
 from __future__ import annotations
 
-from ..job import liger as ligerinfo, placement, spec as specmod
+import os
+
+from ..job import liger as ligerinfo, placement, spec as specmod, weights
 from ..words import Msg, say
 
 
@@ -14,17 +16,16 @@ def kernel_words(kernels: tuple[str, ...]) -> Msg:
     return out
 
 
-def weights_note(job: specmod.JobSpec, ds_config: dict | None) -> Msg:
-    """How the weights are held, as this run really holds them."""
-    if job.pure_bf16:
-        return say("train.weights_pure_bf16")
-    half = job.precision in ("bf16", "fp16")
-    if ds_config is None:
-        return say("train.weights_autocast", precision=job.precision) if half else say("train.weights_plain",
-                                                                                       precision=job.precision)
-    stage = placement.zero_setting(ds_config)[0]
-    return (say("train.weights_ds_half", precision=job.precision, stage=stage) if half
-            else say("train.weights_ds_fp32", stage=stage))
+def weights_note(mode: str, precision: str, stage: str) -> Msg:
+    """How the weights are held, as this run really holds them (``mode``: job.weights.mode)."""
+    if mode == "deepspeed":
+        return (say("train.weights_ds_half", precision=precision, stage=stage) if precision in ("bf16", "fp16")
+                else say("train.weights_ds_fp32", stage=stage))
+    if mode in ("pure_bf16", "split"):
+        return say(f"train.weights_{mode}")
+    if mode in ("autocast", "bf16_base"):
+        return say(f"train.weights_{mode}", precision=precision)
+    return say("train.weights_plain", precision=precision)
 
 
 class Speedups:
@@ -34,7 +35,8 @@ class Speedups:
         import torch
         from transformers import AutoConfig
 
-        stage3 = placement.zero_setting(ds_config)[0] == "3"
+        stage = placement.zero_setting(ds_config)[0]
+        stage3 = stage == "3"
         model_type = AutoConfig.from_pretrained(job.model_name_or_path).model_type
         self.notes: list[Msg] = []
         self.liger, self.liger_config, self.liger_kernels = False, {}, ()
@@ -64,9 +66,12 @@ class Speedups:
             raise ValueError(say("train.pure_bf16_precision", precision=job.precision))
         self.attn = None if job.attn_implementation == "auto" else job.attn_implementation
         self.notes.append(say("train.attention", attn=self.attn or say("train.attention_default")))
-        self.notes.append(weights_note(job, ds_config))
+        # the launcher's world size: the weights mode depends on it (several processes average bf16 gradients)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.weights = weights.of_job(job, job.precision, stage, world)
+        self.notes.append(weights_note(self.weights, job.precision, stage))
 
     def to_dict(self) -> dict:
         return {"liger": self.liger, "liger_config": self.liger_config, "liger_kernels": list(self.liger_kernels),
-                "attn_implementation": self.attn,
+                "attn_implementation": self.attn, "weights": self.weights,
                 "notes": [str(n) for n in self.notes]}

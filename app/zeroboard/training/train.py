@@ -22,11 +22,11 @@ import traceback
 from pathlib import Path
 
 from .. import files
-from ..job import checks, folders, placement, record, spec as specmod, trackers as jobtrackers
+from ..job import checks, dstune, folders, placement, record, spec as specmod, trackers as jobtrackers, weights
 from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
-from . import dataprep, ops, templates, trackers
+from . import dataprep, ops, profiling, templates, trackers
 from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
 from .packing import PackedRows
 from .speedups import Speedups
@@ -136,12 +136,14 @@ def use_template(job: specmod.JobSpec, tokenizer) -> templates.Applied:
 
 
 def weights_dtype(job: specmod.JobSpec, ds_config: dict | None):
-    """The dtype the weights load in. Mixed precision without DeepSpeed keeps fp32 master weights (autocast) unless
-    pure_bf16; DeepSpeed casts itself."""
+    """The dtype the weights load in (job.weights): DeepSpeed, pure bf16 and LoRA's frozen base in 16 bit; fp32 master
+    weights (autocast) and the split mode in fp32 (the split keeps an fp32 checkpoint's exact values as the
+    optimizer's master weights)."""
     import torch
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
-    return dtype if ds_config is not None or job.pure_bf16 else torch.float32
+    mode = weights.of_job(job, job.precision, placement.zero_setting(ds_config)[0], dstune.world_size())
+    return dtype if weights.loads_16bit(mode) else torch.float32
 
 
 def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | None = None):
@@ -267,11 +269,18 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     transformers.logging.set_verbosity_warning()
     ds_config = None
+    tuned: dict = {}
     if job.deepspeed:
         ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
+        # the values the preview named for this placement and model (job.dstune); a preset file stays as written
+        ds_config, tuned = dstune.for_run(ds_config, job.deepspeed, dstune.world_size(), job.model_name_or_path,
+                                          job.gradient_checkpointing, job.finetuning_type == "lora")
     if RANK == 0:
         (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
-        if ds_config is not None:
+        if tuned:
+            files.write_text_atomic(Path(job.output_dir) / record.DS_CONFIG_FILE, json.dumps(ds_config, indent=2) + "\n")
+            log.info("%s", dstune.note(tuned))
+        elif ds_config is not None:
             shutil.copyfile(job.deepspeed, Path(job.output_dir) / record.DS_CONFIG_FILE)
         log.info("job: %s", json.dumps(specmod.changed(job)))
     # the tracker first: one that cannot start fails the run now, before the data and the model are loaded
@@ -308,6 +317,13 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- model -----------------------------------------------------------------------
     model = load_model(job, weights_dtype(job, ds_config), speed, len(tokenizer) if len(tokenizer) > vocab_before else None)
+    optimizer = None
+    if speed.weights == "split":
+        from . import master
+
+        optimizer = (master.SplitAdamW, dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                             eps=args.adam_epsilon, weight_decay=args.weight_decay,
+                                             low_bits=master.split_model(model)))
     if RANK == 0:
         log.info("speed-ups: %s", "; ".join(speed.notes))
     if RANK == 0 and job.finetuning_type == "lora":
@@ -316,8 +332,10 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- train -----------------------------------------------------------------------
     counter = TokenCounter(tokenizer.pad_token_id)
+    callbacks = [make_callback(events, counter, launched_at, speed.to_dict()), profiling.callback(job.output_dir)]
     trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=eval_rows, data_collator=counter,
-                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at, speed.to_dict())])
+                      processing_class=tokenizer, callbacks=[c for c in callbacks if c is not None],
+                      optimizer_cls_and_kwargs=optimizer)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log

@@ -173,6 +173,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Keep weights and AdamW states in bf16, without the fp32 master copy: less memory and faster steps, but updates smaller than bf16's precision are lost. Only without DeepSpeed.",
         "权重和 AdamW 状态都用 bf16,不保留 fp32 主权重:更省显存、更快,但小于 bf16 精度的更新会丢失。仅在不用 DeepSpeed 时可用。",
     ),
+    "master_weights": (
+        "Master weights",
+        "主权重",
+        "How bf16 training keeps fp32 updates without DeepSpeed. auto: split for full fine-tuning with one process and no gradient accumulation (bf16 weights; the optimizer keeps the low 16 bits of each fp32 master weight, so updates are exactly those of fp32 master weights at bf16's speed and memory), fp32 otherwise; LoRA keeps its frozen base in bf16 and its adapters in fp32. split: always split (accumulated gradients then add up in bf16). fp32: fp32 weights with autocast, the old default.",
+        "不用 DeepSpeed 时,bf16 训练如何保持 fp32 精度的更新。auto:单进程、不做梯度累积的全参微调用 split(权重为 bf16,优化器保存每个 fp32 主权重的低 16 位,更新与 fp32 主权重完全一致,速度和显存与 bf16 相同),其他情况用 fp32;LoRA 的冻结底座为 bf16,适配器为 fp32。split:总是 split(此时累积的梯度以 bf16 相加)。fp32:fp32 权重加 autocast,即以前的默认方式。",
+    ),
     "lora_rank": ("LoRA rank", "LoRA 秩", "Rank of the LoRA matrices.", "LoRA 矩阵的秩。"),
     "lora_alpha": (
         "LoRA alpha",

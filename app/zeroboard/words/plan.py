@@ -114,6 +114,14 @@ WORDS: dict[str, tuple[str, str]] = {
         "{precision}(模型转为 {precision},优化器中保留 fp32 主权重)",
     ),
     "plan.mode.autocast": ("fp32 weights + {precision} autocast", "fp32 权重 + {precision} autocast"),
+    "plan.mode.split": (
+        "bf16 weights, the fp32 master weights' low 16 bits in the optimizer (exact fp32 updates)",
+        "bf16 权重,fp32 主权重的低 16 位保存在优化器中(更新与 fp32 完全一致)",
+    ),
+    "plan.mode.bf16_base": (
+        "frozen base in bf16, fp32 LoRA adapters + {precision} autocast",
+        "冻结底座为 bf16,fp32 LoRA 适配器 + {precision} autocast",
+    ),
     "plan.mode.pure_bf16": (
         "pure bf16 (weights, gradients and AdamW states in bf16; no fp32 master copy)",
         "纯 bf16(权重、梯度和 AdamW 状态都是 bf16,没有 fp32 主权重)",
@@ -172,6 +180,22 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.yes": ("yes", "是"),
     "plan.no": ("no", "否"),
     "plan.advice": ("**Recommendation:** {text}", "**建议**:{text}"),
+    # the expected speed of the chosen setting against the fastest that fits (planner.search.compare)
+    "plan.tps.where": ("on {n} {devs}", "在 {n} {devs}上"),
+    "plan.tps.fastest": (
+        "**Speed:** {setting} {where}: about {tps} tokens/s expected, the fastest setting that fits",
+        "**速度**:{setting}{where}:预计约 {tps} tokens/s,是放得下的设置中最快的",
+    ),
+    "plan.tps.slower": (
+        "**Speed:** {setting} {where}: {factor}× slower than {best} here (about {tps} against {best_tps} tokens/s "
+        "expected); {gain}",
+        "**速度**:{setting}{where}:比「{best}」慢 {factor} 倍(预计约 {tps} 对 {best_tps} tokens/s);{gain}",
+    ),
+    "plan.tps.saves": (
+        "it saves {gib} GiB you do not need",
+        "它省下的 {gib} GiB 显存在这里用不上",
+    ),
+    "plan.tps.saves_nothing": ("it saves no memory here", "在这里它也不省显存"),
     "plan.cpu_offload_note": (
         "offload on CPU processes moves nothing: the optimizer states are in host RAM already",
         "CPU 进程上 offload 不移动任何东西:优化器状态本来就在主机内存里",
@@ -275,6 +299,18 @@ WORDS: dict[str, tuple[str, str]] = {
         "{every}持有全部模型状态。教材的算法是 2Ψ fp16 权重 + 2Ψ 梯度 + 12Ψ fp32 主权重和 Adam 动量;"
         "ZeroBoard 改为保留 fp32 权重并在 autocast 下训练:4Ψ 权重 + 8Ψ Adam 动量,再加上从反向到优化器更新"
         "之间存在的 4Ψ fp32 梯度(两步之间释放)——同样是 16Ψ,另外还有 autocast 的 16 位权重副本",
+    ),
+    "plan.f.none.split": (
+        "{every} holds all model states: 2Ψ bf16 weights + 2Ψ bf16 gradients + 8Ψ fp32 Adam moments + 2Ψ for "
+        "the low 16 bits of each fp32 master weight = 14Ψ against the guide's 16Ψ: the bf16 weight and those 16 bits "
+        "are the fp32 master weight, bit for bit, so the updates are exactly fp32's",
+        "{every}持有全部模型状态:2Ψ bf16 权重 + 2Ψ bf16 梯度 + 8Ψ fp32 Adam 动量 + 2Ψ 每个 fp32 主权重的低 16 位"
+        " = 14Ψ,教材为 16Ψ:bf16 权重加上这 16 位就是逐位相同的 fp32 主权重,所以更新与 fp32 完全一致",
+    ),
+    "plan.f.none.bf16_base": (
+        "{every} holds all model states: the frozen base in bf16 (2 bytes a parameter), the adapter in fp32 with its "
+        "gradients and Adam moments",
+        "{every}持有全部模型状态:冻结的底座为 bf16(每个参数 2 字节),适配器及其梯度和 Adam 动量为 fp32",
     ),
     "plan.f.none.plain": (
         "{every} holds all model states: weights, gradients and Adam moments (16Ψ in the guide's count)",

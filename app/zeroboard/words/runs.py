@@ -127,6 +127,18 @@ WORDS: dict[str, tuple[str, str]] = {
     "train.attention": ("attention: {attn}", "注意力:{attn}"),
     "train.attention_default": ("model default", "模型默认"),
     "train.weights_pure_bf16": ("weights: bf16 (pure bf16, no fp32 master copy)", "权重:bf16(纯 bf16,没有 fp32 主权重)"),
+    "train.weights_split": (
+        "weights: bf16; the optimizer keeps the low 16 bits of each fp32 master weight (updates exactly as with fp32 master weights)",
+        "权重:bf16;优化器保存每个 fp32 主权重的低 16 位(更新与 fp32 主权重完全一致)",
+    ),
+    "train.weights_split_slow": (
+        "split master weights: the fused Triton kernel is unavailable or disagrees with the PyTorch reference; the optimizer runs as PyTorch operations (slower)",
+        "split 主权重:融合的 Triton 算子不可用或与 PyTorch 参考结果不一致;优化器改用 PyTorch 运算(更慢)",
+    ),
+    "train.weights_bf16_base": (
+        "weights: frozen base in bf16, LoRA adapters fp32 + {precision} autocast",
+        "权重:冻结的底座为 bf16,LoRA 适配器为 fp32 + {precision} autocast",
+    ),
     "train.weights_autocast": ("weights: fp32 master + {precision} autocast", "权重:fp32 主权重 + {precision} autocast"),
     "train.weights_plain": ("weights: {precision}", "权重:{precision}"),
     "train.weights_ds_half": (
