@@ -4,6 +4,7 @@
 - :mod:`.data`: dataset (the job's data as the trainer sees it)
 - :mod:`.train`: train (through the runner, followed in the foreground), runs, stop
 - :mod:`.outputs`: check, inspect, consolidate, merge
+- :mod:`.chat`: chat (through the chat worker), export (a standalone folder and an Ollama Modelfile)
 - :mod:`.tools`: demo-model, presets, webui, screenshots
 
 Its words come from the catalog; ``$ZEROBOARD_LANG=zh`` makes them Chinese.
@@ -15,14 +16,14 @@ import argparse
 import sys
 
 from ..words import default_lang, text
-from . import data, jobs, outputs, tools, train
+from . import chat, data, jobs, outputs, tools, train
 
 
 def parser() -> argparse.ArgumentParser:
     lang = default_lang()
     p = argparse.ArgumentParser(prog="zeroboard", description=text("cli.description", lang))
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (jobs, data, train, outputs, tools):
+    for module in (jobs, data, train, outputs, chat, tools):
         module.add_commands(sub, lang)
     return p
 
