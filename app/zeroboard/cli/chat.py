@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import signal
@@ -122,7 +123,8 @@ def cmd_export(args) -> int:
 
     lang = default_lang()
     try:
-        info = standalone.export_run(args.run, args.out, args.base, lang=lang)
+        with contextlib.redirect_stdout(sys.stderr):  # libraries print while loading; stdout may carry --json
+            info = standalone.export_run(args.run, args.out, args.base, lang=lang)
     except OutputError as e:
         print(f"export: {tr(e.args[0], lang)}", file=sys.stderr)
         return 1
