@@ -104,6 +104,32 @@ def test_the_memory_panel_names_the_chat_worker_on_a_gpu_and_on_the_cpu():
     assert [r[:4] for r in monitor.process_rows(cpu)] == [["cpu", me, "", CHAT_MODULE]]
 
 
+def test_the_page_handlers_without_a_worker_and_the_export_button_of_a_finished_run(tmp_path):
+    from zeroboard.webui import output_check
+
+    mgr = runner.JobManager(index=tmp_path / "runs.json")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / record.RESULT_FILE).write_text(json.dumps({"kind": "lora_adapter", "base_model": "cache/demo/model",
+                                                      "template": "auto", "precision": "fp32"}))
+    (run / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "cache/demo/model"}))
+    (run / "adapter_model.safetensors").write_bytes(b"x")
+    register(mgr, JobState(run_dir=str(run), status="finished"))
+    assert chat_handlers.targets(mgr)[0] == str(run)
+    system, about = chat_handlers.about(str(run), "en")
+    assert system == "" and "LoRA adapter" in about and "disable_adapter" in about
+    assert "适配器" in chat_handlers.about(str(run), "zh")[1]
+    assert chat_handlers.status(mgr, None, "en") == "No model loaded."
+    assert chat_handlers.load(mgr, None, ["cpu"], 15, "en").message == "Pick a run or a model first."
+    assert "not both" in chat_handlers.load(mgr, str(run), ["cpu", "0"], 15, "en").message
+    tuned, base, note = list(chat_handlers.ask(mgr, None, Q, [], [], True, "", {}, "r", "en"))[-1]
+    assert (tuned, base, note) == ([], [], "Load a model first.")
+    figures = chat_handlers.figures_text({"tuned": {"tokens": 9, "ttft_s": 0.05, "tokens_per_s": 31.2}}, "en")
+    assert figures == "Tuned model: 9 tokens, first after 0.05 s, 31.2 tokens/s"
+    view = output_check.view(str(run), "finished")
+    assert view.can_export and view.export_dir == str(tmp_path / "run-export")
+
+
 # --- e2e: a tuned demo in a real worker --------------------------------------------------------------
 
 

@@ -78,7 +78,7 @@ class Worker:
     # --- requests -------------------------------------------------------------------------------
     def request(self, op: str, timeout: float | None = CONNECT_S, **fields) -> Iterator[dict]:
         """The worker's replies to one request, as they come. Raises OSError when it cannot be reached."""
-        info = self.refresh().info
+        info = self.info if self.info.get("port") and self.info.get("token") else self.refresh().info
         if not info.get("port"):
             raise ConnectionRefusedError(say("chat.not_listening", folder=str(self.folder)))
         with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=CONNECT_S) as conn:

@@ -39,11 +39,12 @@ class Settings:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
+    min_new_tokens: int = 0  # answers of a fixed length (the speed benchmark); 0: the end token ends an answer
 
     @classmethod
     def of(cls, data: dict) -> Settings:
         return cls(int(data.get("max_new_tokens", 256)), float(data.get("temperature", 0.0)),
-                   float(data.get("top_p", 1.0)), int(data.get("seed", 0)))
+                   float(data.get("top_p", 1.0)), int(data.get("seed", 0)), int(data.get("min_new_tokens", 0)))
 
 
 def torch_dtype(name: str):
@@ -120,9 +121,11 @@ class ChatModel:
         ids = self.prompt_ids(messages).to(model.device)
         stream = _Stream(self.tokenizer, emit)
 
-        class _Stop(StoppingCriteria):
+        flags = {v: torch.full((1,), v, dtype=torch.bool, device=ids.device) for v in (False, True)}
+
+        class _Stop(StoppingCriteria):  # asked between two tokens: Stop ends the answer after the one in flight
             def __call__(self, input_ids, scores, **kwargs):
-                return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool, device=input_ids.device)
+                return flags[stop.is_set()]
 
         sample = settings.temperature > 0
         kwargs = dict(max_new_tokens=settings.max_new_tokens, do_sample=sample, streamer=stream,
@@ -131,6 +134,8 @@ class ChatModel:
                       else self._stop_ids(model)[0], attention_mask=torch.ones_like(ids))
         if sample:
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
+        if settings.min_new_tokens:
+            kwargs.update(min_new_tokens=min(settings.min_new_tokens, settings.max_new_tokens))
         off = model.disable_adapter() if side == "base" and self.target.kind == "lora_adapter" else contextlib.nullcontext()
         torch.manual_seed(settings.seed)
         with off, torch.inference_mode():
