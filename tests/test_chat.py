@@ -126,6 +126,7 @@ def test_the_page_handlers_without_a_worker_and_the_export_button_of_a_finished_
     assert (tuned, base, note) == ([], [], "Load a model first.")
     figures = chat_handlers.figures_text({"tuned": {"tokens": 9, "ttft_s": 0.05, "tokens_per_s": 31.2}}, "en")
     assert figures == "Tuned model: 9 tokens, first after 0.05 s, 31.2 tokens/s"
+    assert "outside the folders this page may read" in chat_handlers.load(mgr, "/etc", ["cpu"], 15, "en").message
     view = output_check.view(str(run), "finished")
     assert view.can_export and view.export_dir == str(tmp_path / "run-export")
 

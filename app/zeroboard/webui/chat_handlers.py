@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import words
+from .. import words, workspace
 from ..job import devices as devmod, record
 from ..job.spec import DEMO_MODEL
 from ..outputs import chat_client, chat_target
@@ -61,12 +61,24 @@ def parse_devices(values: list[str] | None) -> tuple[str, list[int]] | None:
     return ("cuda", ids) if ids and len(ids) == len(values) else None
 
 
+def _target(value: str) -> chat_target.Target:
+    """The target of a path typed or picked on the page: inside the folders the page may read (its base model too),
+    as a job's model must be. Raises OutputError."""
+    ws = workspace.current()
+    if not ws.readable(value, cache_ok=True):
+        raise OutputError(words.say("check.read_outside", path=value, roots=ws.describe()))
+    t = chat_target.resolve(value)
+    if t.base and Path(t.base).exists() and not ws.readable(t.base, cache_ok=True):
+        raise OutputError(words.say("check.read_outside", path=t.base, roots=ws.describe()))
+    return t
+
+
 def about(value: str | None, lang: str) -> tuple[str, str]:
     """(the default system prompt, what the page says about the target: its kind, what its base side is)."""
     if not value:
         return "", ""
     try:
-        t = chat_target.resolve(value)
+        t = _target(value)
     except OutputError as e:
         return "", f"**{html.escape(words.tr(e.args[0], lang))}**"
     base = {"lora_adapter": "chat.base_adapter_off", "full_model": "chat.base_loaded_beside" if t.base else "chat.base_none",
@@ -113,7 +125,7 @@ def load(manager: JobManager, value: str | None, device_values: list[str] | None
     if where is None:
         return Loaded(message=words.text("chat.bad_devices", lang))
     try:
-        target = chat_target.resolve(value)
+        target = _target(value)
     except OutputError as e:
         return Loaded(message=words.tr(e.args[0], lang))
     kind, gpus = where
