@@ -54,6 +54,17 @@ def _answer(worker: chat_client.Worker, side: str, messages: list[dict], setting
     return done
 
 
+def _read_question() -> str:
+    """The next question: with line editing on a terminal; from a pipe, with the prompt kept off stdout."""
+    if sys.stdin.isatty():
+        return input("> ")
+    print("> ", end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
 def _loaded(mgr: JobManager, target, kind: str, gpus: list[int], args, lang: str) -> tuple[chat_client.Worker, bool]:
     """(the worker, whether this command started it): the one of these devices when it holds the target already."""
     held = chat_client.holding(mgr, kind, gpus)
@@ -97,7 +108,7 @@ def cmd_chat(args) -> int:
         print(text("cli.chat_hint", lang), file=sys.stderr)
         while True:
             try:
-                question = input("> ")
+                question = _read_question()
             except EOFError:
                 break
             if not question.strip():
