@@ -273,3 +273,14 @@ def test_the_export_folder_loads_on_its_own_and_answers_like_the_run(lora_run, t
     assert 'TEMPLATE """' in modelfile and 'PARAMETER stop "<|end|>"' in modelfile
     again = cli("export", str(lora_run), str(out))
     assert again.returncode == 1 and "not empty" in again.stderr
+
+
+@e2e
+def test_an_idle_worker_unloads_itself_and_leaves_the_index(demo, mgr):
+    worker = chat_client.wait_ready(chat_client.start(mgr, chat_target.resolve(demo), "cpu", [], idle_s=2, source="cli"))
+    pid = worker.state.launcher_pid
+    deadline = time.time() + 120
+    while (processes.proc(pid, None) is not None or mgr.workers()) and time.time() < deadline:
+        time.sleep(0.5)
+    assert processes.proc(pid, None) is None and mgr.workers() == []
+    assert worker.refresh().info["status"] == "unloaded" and worker.info["why"] == "idle"
