@@ -5,6 +5,7 @@
 - :mod:`.train`: train (through the runner, followed in the foreground), runs, stop
 - :mod:`.queue`: queue (list, move, cancel)
 - :mod:`.outputs`: check, inspect, consolidate, merge
+- :mod:`.chat`: chat (through the chat worker), export (a standalone folder and an Ollama Modelfile)
 - :mod:`.tools`: demo-model, presets, webui, screenshots
 
 Its words come from the catalog; ``$ZEROBOARD_LANG=zh`` makes them Chinese.
@@ -16,14 +17,14 @@ import argparse
 import sys
 
 from ..words import default_lang, text
-from . import data, jobs, outputs, queue, tools, train
+from . import chat, data, jobs, outputs, queue, tools, train
 
 
 def parser() -> argparse.ArgumentParser:
     lang = default_lang()
     p = argparse.ArgumentParser(prog="zeroboard", description=text("cli.description", lang))
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (jobs, data, train, queue, outputs, tools):
+    for module in (jobs, data, train, queue, outputs, chat, tools):
         module.add_commands(sub, lang)
     return p
 

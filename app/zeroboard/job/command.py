@@ -22,6 +22,8 @@ from .spec import FIELDS, JobSpec, changed, to_flags
 __all__ = ["Command", "Prepared", "build", "cache_dir", "check_and_build", "free_port", "port_is_free", "with_port"]
 
 TRAINER_MODULE = "zeroboard.training.train"
+# the chat worker (a job like a training run for the device guard): ``--folder`` names its folder, as --output_dir a run's
+CHAT_MODULE = "zeroboard.outputs.chat_worker"
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
 # that many hosts (and containers) lack, and NCCL then hangs at init.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}

@@ -63,6 +63,7 @@ STOP_REQUEST = "stop.request"  # "save and stop": asked for by a manager, read b
 SBATCH_FILE = "job.sbatch"  # a Slurm job: the script submitted
 DS_CONFIG_FILE = "ds_config.json"
 DS_RESOLVED_FILE = "ds_config.resolved.json"
+WORKER_FILE = "worker.json"  # a chat worker's own word: loading or ready, what it holds, its memory, where it listens
 # every file ZeroBoard itself writes into a run folder: a folder holding only these (and checkpoints) is a run's
 RECORD_FILES = (OWNER_FILE, EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, STATE_LOCK,
                 LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE, SBATCH_FILE)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import threading
 import time
@@ -27,7 +28,7 @@ from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
 from . import executor, executors, outcome
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, settle
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
 FOREIGN_POLL_S = 2.0
@@ -62,6 +63,7 @@ class JobManager:
 
     # queries -------------------------------------------------------------------------
     def run_dirs(self) -> list[str]:
+        """The training runs (chat workers are listed by :meth:`workers`)."""
         return self.registry.run_dirs()
 
     def is_registered(self, run_dir: str | Path | None) -> bool:
@@ -128,8 +130,13 @@ class JobManager:
     def jobs(self) -> list[JobState]:
         return [s for s in (self.state(r) for r in self.run_dirs()) if s is not None]
 
+    def workers(self) -> list[JobState]:
+        """The chat workers this index knows (a worker's entry goes when it ends)."""
+        return [s for s in (self.state(r) for r in self.registry.run_dirs("chat")) if s is not None]
+
     def active(self) -> list[JobState]:
-        return [s for s in self.jobs() if s.active]
+        """Every job that runs now: training runs and chat workers."""
+        return [s for s in self.jobs() + self.workers() if s.active]
 
     def current(self) -> JobState | None:
         """What a fresh page should show: a running job, else the latest one."""
@@ -145,18 +152,16 @@ class JobManager:
         out = (Path(cmd.cwd) / job.output_dir).resolve()
         # a job on several machines: node 0 keeps its record in the output folder, node N in node-N/ inside it
         run = out if job.node_rank == 0 else out / f"node-{job.node_rank}"
-        waited_until = time.time() + foreign_wait_s()
+
+        def launch():
+            busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
+            if busy is not None:
+                return busy, None
+            settled, notes = settle_port(job, cmd)
+            return None, self._launch(job, settled, run, out, notes, source)
+
         try:
-            while True:
-                with self.registry.locked():
-                    busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
-                    if busy is None:
-                        cmd, notes = settle_port(job, cmd)
-                        sup = self._launch(job, cmd, run, out, notes, source)
-                        break
-                    if getattr(busy, "key", "") != "run.busy_other" or time.time() >= waited_until:
-                        raise Busy(busy)
-                time.sleep(FOREIGN_POLL_S)  # another workspace's job holds the devices: wait (the lock is free)
+            sup = self._when_free(launch)
         except (RegistryError, folders.FolderTaken) as e:
             raise StartError(e.args[0]) from None
         except OSError as e:  # the run folder cannot be written: nothing was started
@@ -164,8 +169,71 @@ class JobManager:
         threading.Thread(target=sup.wait, daemon=True).start()  # reap it when it ends
         return self._await_launch(run, sup)
 
+    def _when_free(self, launch) -> subprocess.Popen:
+        """``launch()`` under the index lock: (why busy, None) or (None, the supervisor). Raises Busy; while another
+        workspace's job holds the devices, waits its turn for up to ``foreign_wait_s`` (the lock is free meanwhile)."""
+        waited_until = time.time() + foreign_wait_s()
+        while True:
+            with self.registry.locked():
+                busy, sup = launch()
+                if busy is None:
+                    return sup
+                if getattr(busy, "key", "") != "run.busy_other" or time.time() >= waited_until:
+                    raise Busy(busy)
+            time.sleep(FOREIGN_POLL_S)
+
+    def start_worker(self, folder: str | Path, argv: list[str], env: dict[str, str], device_kind: str,
+                     devices: list[int], cwd: str, source: str = "page") -> JobState:
+        """A chat worker, started as a job: the same guard (refused, naming the holder, while a job uses its devices),
+        the same supervisor and executor, registered as kind ``chat`` (its supervisor removes the entry when it ends).
+        ``folder`` is the worker's own (in ZeroBoard's cache): an earlier worker's record files there are replaced."""
+        run = Path(folder).resolve()
+        cmd = {"argv": argv, "env": env, "cwd": cwd, "device_kind": device_kind, "devices": list(devices),
+               "master_port": 0, "executor": "local",
+               "shell": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, argv)])}
+
+        def launch():
+            busy = self.busy_on(device_kind, list(devices), run, run)
+            return (busy, None) if busy is not None else (None, self._launch_worker(run, cmd, source))
+
+        try:
+            sup = self._when_free(launch)
+        except RegistryError as e:
+            raise StartError(e.args[0]) from None
+        except OSError as e:
+            raise StartError(say("run.cannot_write", path=str(run), why=e.strerror or str(e))) from None
+        threading.Thread(target=sup.wait, daemon=True).start()
+        return self._await_launch(run, sup)
+
+    def _launch_worker(self, run: Path, cmd: dict, source: str) -> subprocess.Popen:
+        run.mkdir(parents=True, exist_ok=True)
+        for name in (record.STATE_FILE, record.WORKER_FILE, record.EVENTS_FILE, record.LOG_FILE):
+            (run / name).unlink(missing_ok=True)  # an earlier worker's: this one starts afresh
+        files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd, indent=2, ensure_ascii=False) + "\n")
+        requested = time.time()
+        files.write_text_atomic(run / record.LAUNCH_FILE, json.dumps({
+            "source": source, "requested": requested, "launcher": "chat", "kind": "chat", "grace_s": self.grace_s,
+            "index": str(self.index.resolve()), "trainer_dir": str(run)}, indent=2) + "\n")
+        with open(run / record.SUPERVISOR_LOG, "ab") as err:
+            sup, ctime = executor.start_supervisor(run, cmd["cwd"], err)
+        try:
+            self.registry.add({"run_dir": str(run), "kind": "chat", "trainer_dir": str(run), "source": source,
+                               "requested": requested, "supervisor_pid": sup.pid, "supervisor_ctime": ctime,
+                               "device_kind": cmd["device_kind"], "devices": cmd["devices"]})
+        except RegistryError:
+            sup.terminate()
+            sup.wait(timeout=self.grace_s + 15)
+            raise
+        return sup
+
     def busy_with(self, cmd: command.Command, run: Path, out: Path | None = None, peer: str | None = None) -> Msg | None:
-        """Why this command cannot start now: a running job on its devices or in its folder (named), else None.
+        """Why this command cannot start now: a running job on its devices or in its folder (named), else None."""
+        return self.busy_on(cmd.device_kind, list(cmd.devices), run, out, cmd.master_port, peer)
+
+    def busy_on(self, device_kind: str, devices: list[int], run: Path, out: Path | None = None, port: int = 0,
+                peer: str | None = None) -> Msg | None:
+        """Why a job on ``device_kind`` devices ``devices`` writing into ``run`` / ``out`` cannot start now: a running
+        job (a training run or a chat worker) on its devices or in its folder, named; else None.
 
         The other parts of the same job on several machines (same folder, same rendezvous) are its peers, not a
         conflict: two of them may even share one machine, as in a test.
@@ -178,13 +246,13 @@ class JobManager:
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
                 return say("run.busy_folder", run=other.run_dir, status=other.status, source=other.source,
                            pid=other.launcher_pid or other.supervisor_pid or "-")
-            if executor.overlap(other.device_kind, other.devices, cmd.device_kind, list(cmd.devices)):
+            if executor.overlap(other.device_kind, other.devices, device_kind, devices):
                 return busy_message(other)
-        if cmd.device_kind == "slurm":
+        if device_kind == "slurm":
             return None  # the cluster's own queue orders its jobs
         known = {Path(e["run_dir"]).resolve() for e in self.registry.entries()}
         known |= {Path(e.get("trainer_dir") or e["run_dir"]).resolve() for e in self.registry.entries()}
-        return executor.foreign_holder(cmd.device_kind, list(cmd.devices), out, cmd.master_port, known, peer is not None)
+        return executor.foreign_holder(device_kind, devices, out, port, known, peer is not None)
 
     def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
                 source: str) -> subprocess.Popen:
@@ -295,5 +363,10 @@ def _size(path: Path) -> int:
 
 def busy_message(job: JobState) -> Msg:
     what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
+    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory)
+        info = read_worker(job.run_dir)
+        memory = info.get("memory_bytes")
+        return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
+                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-")
     return say("run.busy", what=what, run=job.run_dir, status=job.status, source=job.source,
                pid=job.launcher_pid or job.supervisor_pid or "-")

@@ -13,7 +13,9 @@ asks it to stop the job (graceful, then SIGKILL after the grace period, then a
 check that nothing is left); SIGHUP is ignored (closing a terminal must not
 stop a job the page started).  A disk error while it records the run (the
 run's disk is full) ends the run as failed with that reason; if even the end
-cannot be written into the run folder, it goes into the runs index.
+cannot be written into the run folder, it goes into the runs index.  A chat
+worker (launch.json's ``kind: chat``) is supervised the same way; its entry
+in the runs index is removed when it ends.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class Supervisor:
                               supervisor_pid=me.pid, supervisor_ctime=me.create_time(), started=launch["requested"],
                               grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
-                              node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])])
+                              node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])],
+                              kind=launch.get("kind", "train"))
         self.executor = executors.for_command(self.cmd)
         self.state.executor = self.executor.name
         self.disk_error: Msg | None = None
@@ -167,6 +170,11 @@ class Supervisor:
                 self.log.close()
             except OSError:
                 pass
+            if self.state.kind == "chat":  # a chat worker is listed while it holds its devices, not after
+                try:
+                    self.registry.remove(self.state.run_dir)
+                except Exception as err:  # its state.json says it ended: the guard passes it by anyway
+                    _stderr(f"{type(err).__name__}: {err}")
 
 
 def _stderr(text: str) -> None:

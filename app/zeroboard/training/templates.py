@@ -105,7 +105,11 @@ def use_chat_template(tokenizer, template: str) -> bool:
 
 def prompt_text(question: str, tokenizer, template: str = "auto") -> str:
     """The text to feed for generating an answer to one user question (a saved tokenizer carries its template)."""
-    conv = [{"role": "user", "content": question}]
+    return chat_text([{"role": "user", "content": question}], tokenizer, template)
+
+
+def chat_text(conv: Conversation, tokenizer, template: str = "auto") -> str:
+    """A conversation so far, ending with the header that opens the next answer, as the model was trained to read it."""
     if use_chat_template(tokenizer, template):
         return tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
     return chatmod.render_plain(conv, tokenizer.eos_token or "", add_generation_prompt=True)

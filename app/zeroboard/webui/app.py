@@ -13,7 +13,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import attach, form as formmod, live_panels, train_page
+from . import attach, chat_page, form as formmod, live_panels, train_page
 from .live import Live
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -64,13 +64,18 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
             title = gr.Markdown(f"## {words.label('title', lang)}", elem_id="zb-title")
             lang_radio = gr.Radio([(name, code) for code, name in words.LANGS.items()], value=lang,
                                   label=words.label("lang", lang), scale=0, min_width=200, elem_id="zb-lang")
-        page = train_page.render_train(job, lang, gpus)
-        panels = live_panels.render_live(lang, gpus)
+        with gr.Tabs(elem_id="zb-tabs"):
+            with gr.Tab(words.label("tab_train", lang), id="train", elem_id="zb-tab-train") as train_tab:
+                page = train_page.render_train(job, lang, gpus)
+                panels = live_panels.render_live(lang, gpus)
+            chat = chat_page.render(lang, gpus)  # its own tab
 
         train_page.wire_train(page, manager, gpus, session, lang_radio)
         live_panels.wire_live(panels, live, session, lang_radio, demo)
+        panels.texts["tab_train"] = (train_tab, "label")
         wire_language(page.form, panels, title, lang_radio)
         attach.wire_attach(page, manager, session, lang_radio, demo)
+        chat_page.wire(chat, manager, lang_radio)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo

@@ -30,7 +30,7 @@ from ..runs.manager import JobManager
 CHECK_TIMEOUT_S = 600.0  # reload + greedy answers of the tuned and the base model
 EXPORT_TIMEOUT_S = 1800.0  # consolidate / merge: loads and writes a whole model
 DEFAULT_PROMPTS = "\n".join(DEMO_PROMPTS)
-SUFFIX = {"consolidate": "consolidated", "merge": "merged"}
+SUFFIX = {"consolidate": "consolidated", "merge": "merged", "export": "export"}
 
 
 @dataclass
@@ -43,6 +43,8 @@ class View:
     can_merge: bool = False
     consolidate_dir: str = ""
     merge_dir: str = ""
+    can_export: bool = False  # a final adapter or full model: a standalone folder with an Ollama Modelfile
+    export_dir: str = ""
 
 
 def new_dir_name(run_dir: str | Path, kind: str) -> str:
@@ -62,8 +64,10 @@ def view(run_dir: str | None, status: str, lang: str = words.DEFAULT) -> View:
         return View(True, words.text("page.nothing_to_check", lang, why=words.tr(e.args[0], lang)))
     kinds = {i.kind for i in ins.items}
     adapter = "lora_adapter" in kinds
+    final = (ins.result or {}).get("kind") in ("lora_adapter", "full_model")
     return View(True, ins.text(lang), can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
-                consolidate_dir=new_dir_name(run_dir, "consolidate"), merge_dir=new_dir_name(run_dir, "merge"))
+                consolidate_dir=new_dir_name(run_dir, "consolidate"), merge_dir=new_dir_name(run_dir, "merge"),
+                can_export=final, export_dir=new_dir_name(run_dir, "export"))
 
 
 def not_ready(manager: JobManager, run_dir: str | None, lang: str = words.DEFAULT) -> str | None:
@@ -91,7 +95,7 @@ class CliResult:
             return words.text("page.time_limit", lang, seconds=round(limit))
         lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
         last = lines[-1] if lines else ""
-        if ": " in last and last.split(": ", 1)[0] in ("check", "consolidate", "merge"):
+        if ": " in last and last.split(": ", 1)[0] in ("check", "consolidate", "merge", "export"):
             return last.split(": ", 1)[1]  # the CLI's own message: what is wrong and what to do
         try:
             err = json_report(self.stdout).get("error")
@@ -236,6 +240,10 @@ def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOU
     except ValueError:
         why = f"{words.text('page.no_json', lang)}:\n\n```text\n{res.stdout[-1500:]}\n```"
         return words.text("export_failed", lang, what=what, why=why), None
+    if kind == "export":
+        from ..outputs.standalone import export_text
+
+        return export_text(info, lang), new_dir_name(run_dir, kind)
     if kind == "consolidate":
         msg = words.text("wrote_consolidated", lang, path=info["path"], parameters=info["parameters"], src=info["from"],
                        step=info["step"])
