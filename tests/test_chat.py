@@ -199,7 +199,7 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
 
     def ask():
         stopped.extend(worker.generate([{"side": "base", "messages": conv}, {"side": "tuned", "messages": conv}],
-                                       {**sampled, "max_new_tokens": 4000}, "long"))
+                                       {**sampled, "max_new_tokens": 4000, "min_new_tokens": 4000}, "long"))  # no early end
 
     asker = threading.Thread(target=ask)
     asker.start()
@@ -209,7 +209,7 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
     worker.stop("long")
     asker.join(120)
     ends = [r for r in stopped if r.get("done")]
-    assert len(ends) == 1 and ends[0]["side"] == "base" and ends[0]["tokens"] < 4000
+    assert len(ends) == 1 and ends[0]["side"] == "base" and ends[0]["tokens"] < 4000 and ends[0]["stopped"]
     assert not any(r.get("side") == "tuned" for r in stopped)
 
     gone = chat_client.unload(mgr, worker)
@@ -219,12 +219,13 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
 
 @e2e
 def test_training_on_the_devices_the_worker_holds_is_refused_with_its_name_and_starts_after_unload(lora_run, mgr, tmp_path):
-    from zeroboard.job import command, spec
+    from zeroboard.job import spec
+    from zeroboard.runs.launch import prepare_launch
 
     worker = chat_client.wait_ready(chat_client.start(mgr, chat_target.resolve(lora_run), "cpu", [], source="cli"))
     job = spec.load_job("examples/demo.yaml")
     job.output_dir, job.max_steps = str(tmp_path / "after-chat"), 2
-    prepared = command.prepare(job, [])
+    prepared = prepare_launch(job, gpus=[])
     with pytest.raises(runner.Busy) as refused:
         mgr.start(prepared)
     assert refused.value.args[0].key == "run.busy_chat" and str(lora_run) in str(refused.value)
