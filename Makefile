@@ -20,7 +20,7 @@ WEBUI_ARGS ?=
 # e.g. SHOTS_ARGS="--lang zh"
 SHOTS_ARGS ?=
 
-.PHONY: install install-test run test lint chromium screenshots
+.PHONY: install install-test run test lint chromium screenshots slurm liger-source
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -30,7 +30,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
-install-test: install chromium
+install-test: install chromium slurm liger-source
 	$(BIN)/pip install --quiet -e ".[test]"
 
 chromium:
@@ -53,3 +53,14 @@ lint: install-test
 # The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py
 screenshots: install-test
 	$(BIN)/python tools/screenshots.py --out docs/images $(SHOTS_ARGS)
+
+# A two-node Slurm cluster on this machine for the tests (tests/slurm_cluster.sh starts and stops it): Debian's
+# slurm-wlm with munge, and slurmdbd on MariaDB so that sacct answers.
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null; }
+
+# Liger's own source for the planner's tests (which kernels each model type gets): its wheel, downloaded, not
+# installed (installing it would pull Triton, a GPU compiler)
+WHEEL_CACHE ?= $(HOME)/.cache/zeroboard/wheels
+liger-source: $(BIN)/python
+	@ls $(WHEEL_CACHE)/liger_kernel-*.whl >/dev/null 2>&1 || $(BIN)/pip download --quiet --no-deps "liger-kernel>=0.8,<0.9" -d $(WHEEL_CACHE)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -76,19 +77,29 @@ def main() -> None:
     p.add_argument("--lora_r", type=int, default=16)
     p.add_argument("--liger_config", default=None, help="JSON of Liger kernel options: turns Liger on")
     p.add_argument("--pure_bf16", action="store_true", help="load the model in bf16 without DeepSpeed (no fp32 master)")
+    p.add_argument("--split_master", action="store_true",
+                   help="bf16 weights + ZeroBoard's SplitAdamW kernel (the same optimizer as ZeroBoard's default)")
+    p.add_argument("--base16", action="store_true", help="LoRA: the frozen base in bf16, fp32 adapters under autocast")
+    p.add_argument("--scheduler", default="cosine")
     a = p.parse_args()
 
     args = TrainingArguments(
         output_dir=a.output_dir, max_steps=a.max_steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
-        lr_scheduler_type="cosine", logging_steps=a.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
+        lr_scheduler_type=a.scheduler, logging_steps=a.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
         remove_unused_columns=False, use_cpu=a.cpu, ddp_backend="gloo" if a.cpu else None, bf16=a.bf16,
         deepspeed=a.deepspeed, seed=42,
         **({"use_liger_kernel": True, "liger_kernel_config": json.loads(a.liger_config)} if a.liger_config else {}),
     )
     tokenizer = AutoTokenizer.from_pretrained(a.model)
     # fp32 weights + autocast without DeepSpeed; DeepSpeed casts a 16-bit model itself
-    dtype = torch.bfloat16 if (a.bf16 and (a.deepspeed or a.pure_bf16)) else torch.float32
+    dtype = torch.bfloat16 if (a.bf16 and (a.deepspeed or a.pure_bf16 or a.base16)) else torch.float32
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype)
+    optimizer = None
+    if a.split_master:  # the optimizer kernel is ZeroBoard's; nothing else of ZeroBoard is in this script's path
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
+        from zeroboard.training import master
+
+        optimizer = (master.SplitAdamW, dict(lr=a.lr, low_bits=master.split_model(model)))
     if a.finetuning == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -96,7 +107,7 @@ def main() -> None:
                                                  target_modules="all-linear"), autocast_adapter_dtype=not a.pure_bf16)
     timer = StepTimer()
     trainer = Trainer(model=model, args=args, train_dataset=examples(a.data, tokenizer, a.cutoff),
-                      data_collator=collate(tokenizer.pad_token_id), callbacks=[timer])
+                      data_collator=collate(tokenizer.pad_token_id), callbacks=[timer], optimizer_cls_and_kwargs=optimizer)
     out = trainer.train()
     if trainer.is_world_process_zero():
         peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0

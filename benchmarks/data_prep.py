@@ -11,11 +11,23 @@ A second ZeroBoard run then shows the cache being reused.
 
 Prints the seconds, the peak RSS of each rank (and of its map workers), what
 each rank tokenized, and the ratio to LLaMA-Factory; ``--json`` saves them.
-LLaMA-Factory's side needs the set-up in /work/lf (its venv, data and model,
-``run_lf_prep.py``); without it the benchmark says so, writes its own
-200,000-sample file, and measures ZeroBoard with the demo model's tokenizer.
+
+``--ids`` compares what both tokenize instead (``lf_ids.py``): for every
+template both name, on fresh LLaMA-Factory-style data (alpaca with system and
+history, sharegpt with custom tags, OpenAI messages, tool calls, samples over
+the cutoff, CSV, Parquet, a folder of shards), the input_ids and labels row by
+row, ZeroBoard's trainer path against LLaMA-Factory's own pipeline run by its
+own Python (``run_lf_prep.py``); the rows, the identical rows and the first
+differing row of each template go under the file's ``ids`` key, beside the
+speed figures.  Without LLaMA-Factory in /work/lf it says so and compares
+nothing.
+LLaMA-Factory's side needs the set-up in /work/lf (its venv and source, see
+``run_lf_prep.py``, which runs there; for the speed figures also its data and
+model); without it the benchmark says so, writes its own 200,000-sample file,
+and measures ZeroBoard with the demo model's tokenizer.
 
     python benchmarks/data_prep.py [--workers 2] [--json benchmarks/results/data_prep.json]
+    python benchmarks/data_prep.py --ids --json benchmarks/results/data_prep.json
 """
 
 from __future__ import annotations
@@ -34,8 +46,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 LF = Path(os.environ.get("ZEROBOARD_LF_DIR", "/work/lf"))
-LF_PYTHON, LF_SCRIPT = LF / "venv" / "bin" / "python", LF / "run_lf_prep.py"
+LF_PYTHON, LF_SCRIPT = LF / "venv" / "bin" / "python", Path(__file__).resolve().with_name("run_lf_prep.py")
 
 
 def lf_available() -> bool:
@@ -133,16 +146,72 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def same_ids(cutoff: int, base: Path) -> dict:
+    """Token ids row by row, ZeroBoard against LLaMA-Factory's own code, for each template both name."""
+    import lf_ids
+    from zeroboard.data import info
+    from zeroboard.training import dataload
+
+    if not (LF_PYTHON.is_file() and (LF / "src").is_dir()):
+        return {"llamafactory": None, "note": f"LLaMA-Factory is not installed in {LF} (its venv and src/): "
+                                              "nothing compared"}
+    os.environ.setdefault("ZEROBOARD_ALLOW_PATHS", tempfile.gettempdir())
+    commit = LF / "src" / "COMMIT"
+    out: dict = {"llamafactory": lf_version(), "llamafactory_commit": commit.read_text().strip() if commit.is_file()
+                 else None, "cutoff_len": cutoff, "tokenizer": f"{base.relative_to(ROOT)} with each family's marker "
+                 "tokens and bos token", "templates": {}}
+    with tempfile.TemporaryDirectory(prefix="zb-ids-") as tmp:
+        tmp = Path(tmp)
+        os.environ["HF_DATASETS_CACHE"] = str(tmp / "hf")
+        data = lf_ids.write(tmp / "data")
+        records = {ds: len(dataload.load_source(info.resolve(ds, data), 0, 0)) for ds in lf_ids.DATASETS}
+        order = lf_ids.lf_order(data, records)
+        out["datasets"] = records
+        for name in lf_ids.SHARED:
+            tok = lf_ids.family_tokenizer(base, name, tmp / f"tok-{name}")
+            lf = lf_ids.lf_rows(LF_PYTHON, LF_SCRIPT, data, tok, name, cutoff)
+            zb = lf_ids.zeroboard_rows(data, tok, name, cutoff, tmp / f"zb-{name}")
+            res = lf_ids.compare(zb, lf, order)
+            res["over_cutoff_by_dataset"] = {ds: sum(len(r["input_ids"]) == cutoff for r in rows) for ds, rows in lf.items()}
+            res["over_cutoff_rows"] = sum(res["over_cutoff_by_dataset"].values())
+            end = lf_ids.zeroboard_rows(data, tok, name, cutoff, tmp / f"zb-end-{name}", truncation="end")
+            res["identical_if_cut_at_the_end"] = lf_ids.compare(end, lf, order)["identical"]
+            out["templates"][name] = res
+            print(f"{name:8s} {res['identical']}/{res['rows']} rows identical ({res['over_cutoff_rows']} over the "
+                  f"cutoff; cut at the end instead: {res['identical_if_cut_at_the_end']}); first difference: "
+                  f"{res['first_difference']}", flush=True)
+    return out
+
+
+def lf_version() -> str:
+    res = subprocess.run([str(LF_PYTHON), "-c", "import importlib.metadata as m; print(m.version('llamafactory'))"],
+                         capture_output=True, text=True)
+    return res.stdout.strip() or "unknown"
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--rank-worker":
         return rank_main(sys.argv[3:], Path(sys.argv[2]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2, help="tokenizing processes, for both tools")
-    ap.add_argument("--cutoff", type=int, default=1024)
+    ap.add_argument("--cutoff", type=int, help="cutoff_len: 1024 for the speed figures, 1600 for --ids (the tool rows "
+                    "fit, the long ones do not)")
     ap.add_argument("--no-lf", action="store_true", help="measure ZeroBoard only")
+    ap.add_argument("--ids", action="store_true", help="compare token ids row by row with LLaMA-Factory for each "
+                    "template both name (no timing); --json then updates the file's 'ids' key only")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
+    a.cutoff = a.cutoff or (1600 if a.ids else 1024)
+    if a.ids:
+        ids = same_ids(a.cutoff, ROOT / "cache" / "demo" / "model")
+        if ids["llamafactory"] is None:
+            print(ids["note"])
+        if a.json:
+            old = json.loads(Path(a.json).read_text()) if Path(a.json).is_file() else {}
+            Path(a.json).write_text(json.dumps({**old, "ids": ids}, indent=2) + "\n")
+        return 0 if ids["llamafactory"] is None or all(
+            t["identical"] == t["rows"] for t in ids["templates"].values()) else 1
 
     figures: dict = {"cpus": os.cpu_count(), "ranks": a.ranks, "workers": a.workers, "cutoff_len": a.cutoff}
     with tempfile.TemporaryDirectory(prefix="zb-prep-") as tmp:

@@ -47,6 +47,7 @@ from zeroboard import workspace  # noqa: E402
 from zeroboard.data.demo import write_demo_data  # noqa: E402
 from zeroboard.job import command, devices, record as events, spec as specmod  # noqa: E402
 from zeroboard.runs import manager as runner, monitor, processes  # noqa: E402
+from zeroboard.runs.launch import prepare_launch  # noqa: E402
 from zeroboard.runs.state import GRACE_S, JobState  # noqa: E402
 
 MiB = 1 << 20
@@ -463,7 +464,7 @@ def main() -> int:
         # 2. the job, through the runner the Start button uses
         os.chdir(work)  # the command's cwd, as the server's Start would have it
         job = make_job(a, work)
-        prepared = command.prepare(job)
+        prepared = prepare_launch(job)
         if prepared.command is None:
             raise RuntimeError(f"the job does not validate: {prepared.report.errors}")
         res["job"] = {"argv": prepared.command.shell(), "model": job.model_name_or_path, "device_kind": prepared.command.device_kind,

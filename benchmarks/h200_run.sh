@@ -1,23 +1,78 @@
 #!/usr/bin/env bash
 # How the H200 figures were made: one device call per step, from the repository root.
-# Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel),
+# Wheels carried in git-ignored folders: .whl (deepspeed, its pure-Python deps, liger-kernel, datasets + dill +
+# multiprocess: the trainer's data path needs datasets, which the GPU image lacks),
 # .whl-ui (gradio and the deps the GPU image lacks). $OUT is where results go.
 #   bash benchmarks/h200_run.sh speedups        # gpu_speedups.py, then gpu_ui_check.py
 #   bash benchmarks/h200_run.sh matrix CONFIGS [TIMEOUT_S] [REPEATS]  # gpu_matrix.py for a comma list of configs
 #   (GROW_GIB=48 by default: host memory touched first, see gpu_matrix.grow_host_memory)
+#   bash benchmarks/h200_run.sh plan22 [DEADLINE_S]  # issue 22: step components, layer probes, held-out set 4,
+#                                                   # then the --fit grids until DEADLINE_S (default 560) from the start
+#   bash benchmarks/h200_run.sh confirm5 [DEADLINE_S] # issue 22: the confirmation set (and grid settings still missing)
+#   bash benchmarks/h200_run.sh grid GRIDS [DEADLINE_S]  # issue 22: the --fit grids GRIDS (a comma list of
+#                                                   # benchmarks/heldout_sets.py GRIDS), rows not yet in
+#                                                   # benchmarks/results/fit_grid.json, in order, until DEADLINE_S
+#                                                   # (default 270) from the start; $OUT/fit_grid.json holds them all
+#                                                   # (and the rows of a grid run before it in the same call)
+#   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
+#                                                   # by side) while the bench model is built, then gpu_speed.py
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD/app PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-for w in .whl .whl-ui; do
+for w in ${WHL:-.whl} .whl-ui; do
   [ -d "$w" ] && python3 benchmarks/install_wheels.py "$w" --target /tmp/site >>"$OUT/install_wheels.log" 2>&1
 done
 python3 -c "import deepspeed, liger_kernel; print('deepspeed', deepspeed.__version__)" 2>&1 | tail -1
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 W=/tmp/zb-matrix
+T0=$(date +%s)
+left() { echo $(( ${1:-560} - $(date +%s) + T0 )); }
 case "$1" in
+  speed26)
+    # the first call of issue 26 lost every row to a missing `datasets` (the trainer's data path needs it): fail fast
+    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &
+    timeout 170 python3 benchmarks/bf16_quality.py --out "$OUT/bf16_quality.json" --timeout-s 160 >"$OUT/quality.log" 2>&1 &
+    QP=$!
+    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W >>"$OUT/setup.log" 2>&1
+    wait $QP; echo "quality rc=$? at $(( $(date +%s) - T0 )) s"; grep -v '"[0-9]*": ' "$OUT/quality.log" | tail -n 30
+    timeout "$(left "$2")" python3 benchmarks/gpu_speed.py --out "$OUT/h200_speed.json" --workdir $W \
+      --deadline-s "$(( $(left "$2") - 45 ))" >"$OUT/speed.log" 2>&1
+    echo "speed rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 16 "$OUT/speed.log"
+    if [ "$(left "$2")" -gt 100 ]; then  # only when the rows left time: issue 26 part 5
+      timeout "$(( $(left "$2") - 10 ))" python3 benchmarks/compile_repro.py --timeout-s 80 >"$OUT/compile.log" 2>&1
+      cut -c1-400 "$OUT/compile.log"
+    fi ;;
+  plan22)
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >/tmp/build_ops.log 2>&1 &
+    timeout 60 python3 benchmarks/step_components.py --out "$OUT/step_components.json" 2>&1 >/dev/null | tail -n 3
+    echo "components rc=$?"
+    for c in "16x1024 --padded --cases tinyllama-1.1b:lora:pure16,tinyllama-1.1b:lora:autocast" \
+             "1x8192 --cases ministral-3b:full:pure16,smollm3-3b:full:pure16"; do
+      timeout 60 python3 benchmarks/planner_layer_probe.py --tokens $c --out "$OUT/layer_probe.json" 2>&1 | tail -n 4
+    done
+    wait; tail -n 3 /tmp/build_ops.log
+    timeout 300 python3 benchmarks/planner_heldout.py --set heldout4 --out "$OUT/planner_heldout4.json" --budget-s 150 \
+      --grace-s 60 --concurrency 5 --host-gib 110 --steps 4 --workdir /tmp/zb-heldout >"$OUT/heldout4.log" 2>&1
+    echo "heldout4 rc=$?"; tail -n 20 "$OUT/heldout4.log"
+    timeout "$(left "$2")" python3 benchmarks/fit_grid.py --out "$OUT/fit_grid.json" --budget-s "$(( $(left "$2") - 45 ))" \
+      --steps 8 --row-timeout 45 --workdir /tmp/zb-heldout \
+      --grids "starcoder-1b lora 4096 x4,phi-2 full 2048 x4,smollm3-3b full 2048 x8" >"$OUT/fit_grid.log" 2>&1
+    echo "grid rc=$?"; tail -n 14 "$OUT/fit_grid.log" ;;
+  confirm5)
+    timeout "$(left "$2")" python3 benchmarks/planner_heldout.py --set confirm5 --out "$OUT/planner_confirm5.json" \
+      --budget-s 90 --grace-s 45 --concurrency 6 --steps 3 --workdir /tmp/zb-heldout >"$OUT/confirm5.log" 2>&1
+    echo "confirm5 rc=$?"; tail -n 12 "$OUT/confirm5.log" ;;
+  grid)
+    D=${3:-270} DONE=benchmarks/results/fit_grid.json
+    [ -f "$OUT/fit_grid.json" ] && DONE=$OUT/fit_grid.json  # a grid run before in this call: keep its rows too
+    timeout "$(left "$D")" python3 benchmarks/fit_grid.py --out "$OUT/fit_grid.json" \
+      --skip-done "$DONE" --budget-s "$(( $(left "$D") - 75 ))" --steps 8 --row-timeout 75 \
+      --workdir /tmp/zb-heldout --grids "$2" >"$OUT/fit_grid.log" 2>&1
+    echo "grid rc=$?"; tail -n 14 "$OUT/fit_grid.log" ;;
   speedups)
     timeout 420 python3 benchmarks/gpu_speedups.py --out "$OUT/h200_speedups.json" --steps 20 --workdir $W ${2:+--only $2} \
       >"$OUT/speedups.log" 2>&1; echo "speedups rc=$?"; tail -n 14 "$OUT/speedups.log"

@@ -6,8 +6,8 @@
                                                        # GPU: a 1.1B Llama, bf16, seq 1024, micro-batch 8,
                                                        # none/2/3/2+offload/3+offload x full/LoRA r16
 
-Every run goes through ``zeroboard.job.command.prepare`` and ``zeroboard.training.train``, the
-same path as ``zeroboard train``; the measured peak is what the trainer writes
+Every run goes through ``zeroboard.job.command.check_and_build`` and ``zeroboard.training.train``, the
+same path as ``zeroboard train`` but for the memory verdict (the planner is what is measured); the measured peak is what the trainer writes
 into ``events.jsonl`` (``memory[].torch_peak_bytes`` on GPU, ``rss_peak_bytes``
 on CPU).  On GPU each rank also runs a small probe (this file, ``--rank-probe``)
 that records the allocator state at every step and the NVML reading, into
@@ -150,7 +150,7 @@ def run_job(job, timeout: float, probe: bool = False) -> dict:
     from zeroboard.job import command, record as events
     from zeroboard.training import dataprep
 
-    prepared = command.prepare(job)
+    prepared = command.check_and_build(job)  # no memory verdict: the planner is what this measures
     if not prepared.report.ok:
         raise SystemExit(f"job invalid: {prepared.report.text()}")
     argv = list(prepared.command.argv)

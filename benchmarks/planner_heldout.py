@@ -8,7 +8,8 @@
 
 Models are random-initialised from config dicts with the real vocabularies and head layouts of their
 families (no download), each with a word-level tokenizer of the same vocabulary. Every run goes through
-``zeroboard.job.command.prepare`` (the argv ``zeroboard train`` and the page start) and
+``zeroboard.job.command.check_and_build`` (the argv ``zeroboard train`` and the page start, without the
+memory verdict of ``prepare_launch``: the planner is what is measured here) and
 ``zeroboard.training.train``; a small probe (this file, ``--rank-probe``) wraps the trainer to note the
 allocator peak after each forward pass and each step. Several runs share the GPU when the planner says
 they fit together: memory is per process (torch's own counters, NVML's per-process table), so sharing
@@ -39,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "app"))
 GIB = 1 << 30
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import heldout_sets as hsets  # noqa: E402 - the fourth set's tables
 
 # --- the models: real layouts of their families -------------------------------------------------------
 MODELS = {
@@ -96,6 +99,7 @@ MODELS = {
                                    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                                    vocab_size=32768, tie_word_embeddings=False, sliding_window=None)),
 }
+MODELS.update(hsets.MODELS4)
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=8192, head_dim=16)  # room for the byte-level word vocabulary (word_bpe: ~4,000 tokens)
 
@@ -109,7 +113,7 @@ def _rows(spec: str) -> list[tuple[str, int, int, str]]:
     return out
 
 
-# config names: full|lora - none|2|3 [+off] [+ckpt] [+nolig] [+fixedseg]
+# config names: full|lora - none|2|3 [+off] [+ckpt] [+nolig] [+fixedseg] [+gaN: gradient accumulation N]
 # The 1.1 B Llama (32k vocabulary) of benchmarks/results/h200*.json and planner_h200_matrix.json is calibration too.
 CALIBRATION = _rows("""
 tinyllama-1.1b 1024 8 full-3 full-2 full-none full-none+fixedseg
@@ -167,6 +171,10 @@ qwen3-0.6b 4096 2 full-3+off
 TINY_ROWS = _rows("""
 tinyllama-1.1b 64 2 full-none lora-2 full-3+ckpt
 qwen2.5-0.5b 64 1 full-2
+starcoder-1b 64 2 full-none+ga2 lora-2+ga2
+phi-2 64 1 full-3+ga2
+ministral-3b 64 1 lora-none
+smollm3-3b 64 2 full-2
 """)
 
 
@@ -175,7 +183,8 @@ def parse_config(cfg: str) -> dict:
     ft, stage = head.split("-")
     return {"finetuning_type": ft, "deepspeed_stage": stage, "offload": "off" in flags,
             "gradient_checkpointing": "ckpt" in flags, "liger_kernel": "off" if "nolig" in flags else "auto",
-            "fixed_segments": "fixedseg" in flags}
+            "fixed_segments": "fixedseg" in flags,
+            "accumulation": next((int(f[2:]) for f in flags if f.startswith("ga")), 1)}
 
 
 # --- model and data (on the GPU machine, no download) -----------------------------------------------
@@ -268,6 +277,8 @@ def make_data(path: Path, model_dir: Path, vocab: int, seq: int, n: int = 256) -
 def prepare_models(names: list[str], work: Path, seqs: dict[str, list[int]], tiny: bool) -> None:
     for name in names:
         cfg = {**MODELS[name][1], **(TINY if tiny else {})}
+        if "layer_types" in cfg:  # one entry a layer
+            cfg["layer_types"] = cfg["layer_types"][: cfg["num_hidden_layers"]]
         make_model(work / "models" / name, cfg, max(seqs[name]))
         (work / "data").mkdir(parents=True, exist_ok=True)
         for seq in seqs[name]:
@@ -395,6 +406,7 @@ def job_of(name: str, seq: int, mbs: int, cfg: str, work: Path, steps: int, tiny
     return JobSpec(model_name_or_path=str(work / "models" / name), dataset_dir=str(work / "data"),
                    dataset=[str(work / "data" / f"{name}-{seq}.json")],
                    cutoff_len=seq, per_device_train_batch_size=mbs, max_steps=steps, logging_steps=1,
+                   gradient_accumulation_steps=c["accumulation"],
                    learning_rate=1e-5 if c["finetuning_type"] == "full" else 1e-4, lr_scheduler_type="constant",
                    finetuning_type=c["finetuning_type"], lora_rank=16, lora_alpha=32, lora_target=["all"],
                    deepspeed_stage=c["deepspeed_stage"], offload=c["offload"],
@@ -417,7 +429,7 @@ def plan_of(job, gpus) -> dict:
 def start(job, fixed_segments: bool):
     from zeroboard.job import command
 
-    prepared = command.prepare(job)
+    prepared = command.check_and_build(job)  # no memory verdict: the planner is what this measures
     if not prepared.report.ok:
         raise SystemExit(f"job invalid: {prepared.report.text()}")
     argv = list(prepared.command.argv)
@@ -514,9 +526,12 @@ def run_rows(rows: list[tuple], a, out_path: Path) -> list[dict]:
     for which, name, seq, mbs, cfg in rows:
         job = job_of(name, seq, mbs, cfg, work, a.steps, a.tiny)
         row = {"set": which, "family": MODELS[name][0], "model": name, "config": cfg, "seq": seq, "micro_batch": mbs,
-               **plan_of(job, gpus)}
+               "mbs": mbs, "accum": parse_config(cfg)["accumulation"], **plan_of(job, gpus)}
+        # the planner's figures when the row was measured: --recompute refills estimate_gib and needed_gib only
+        row.update(sealed_estimate_gib=row.get("estimate_gib"), sealed_needed_gib=row.get("needed_gib"))
         todo.append((row, job))
-    todo.sort(key=lambda rj: -rj[0].get("needed_gib", 0))
+    # offloaded rows first (the slowest: CPU Adam, host copies), then the largest
+    todo.sort(key=lambda rj: (not parse_config(rj[0]["config"])["offload"], -rj[0].get("needed_gib", 0)))
     results: list[dict] = list(a.kept)
     running: list[tuple] = []
     sampler = Sampler()
@@ -696,7 +711,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank-probe":
         return rank_probe(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=["calibration", "heldout", "heldout2", "heldout3", "both",
+    ap.add_argument("--set", choices=["calibration", "heldout", "heldout2", "heldout3", "heldout4", "confirm5", "both",
                                                    "tiny", "pools", "traces"], default="heldout")
     ap.add_argument("--sealed", default="", help="a set whose figures are written but not printed (kept unseen "
                     "until the planner is frozen)")
@@ -735,7 +750,8 @@ def main() -> int:
     sets = {"tiny": [("tiny", *r) for r in TINY_ROWS], "pools": [("calibration", *r) for r in POOLS],
             "calibration": [("calibration", *r) for r in CALIBRATION], "heldout": [("heldout", *r) for r in HELDOUT]}
     sets.update({name: [(name, *r) for r in rows] for name, rows in
-                 (("traces", TRACES), ("heldout2", HELDOUT2), ("heldout3", HELDOUT3))})
+                 (("traces", TRACES), ("heldout2", HELDOUT2), ("heldout3", HELDOUT3), ("heldout4", hsets.HELDOUT4),
+                  ("confirm5", hsets.CONFIRM5))})
     sets["both"] = sets["calibration"] + sets["heldout"]
     rows = sets[a.set]
     if a.only:

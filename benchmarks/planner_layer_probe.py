@@ -63,8 +63,10 @@ def saved_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, in
     counts = []
     for layers in (2, 3):
         torch.manual_seed(0)
-        hf = AutoConfig.for_model(mt, **{**cfg, "num_hidden_layers": layers}, pad_token_id=0, eos_token_id=1,
-                                  bos_token_id=None)
+        kw = {**cfg, "num_hidden_layers": layers}
+        if "layer_types" in kw:  # one entry a layer (the third of the Ministral-shaped model slides)
+            kw["layer_types"] = kw["layer_types"][:layers]
+        hf = AutoConfig.for_model(mt, **kw, pad_token_id=0, eos_token_id=1, bos_token_id=None)
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16 if mode == "pure16" else torch.float32)
         if liger:
@@ -123,13 +125,15 @@ def main() -> int:
     ap.add_argument("--tokens", default="2x512", help="micro-batch x sequence")
     ap.add_argument("--padded", action="store_true", help="a micro-batch with padding: SDPA gets a mask")
     ap.add_argument("--only", default="", help="comma list of model names")
+    ap.add_argument("--cases", default="", help="instead of CASES: model:finetuning:mode, comma separated")
     a = ap.parse_args()
     device, liger = ("cpu", False) if a.cpu else ("cuda", True)
     b, t = (int(x) for x in a.tokens.split("x"))
     if a.cpu:
         b, t = 1, 16
     rows = []
-    cases = [c for c in CASES if not a.only or c[0] in a.only.split(",")]
+    cases = [tuple(c.split(":")) for c in a.cases.split(",")] if a.cases else CASES
+    cases = [c for c in cases if not a.only or c[0] in a.only.split(",")]
     for name, ft, mode in cases if not a.cpu else cases[:1]:  # on CPU one case of the real widths, few tokens
         measured = saved_per_layer(name, ft, mode, (b, t), device, liger, a.padded)
         planned = planned_per_layer(name, ft, mode, (b, t), liger, a.padded)

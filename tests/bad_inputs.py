@@ -306,7 +306,8 @@ CASES = [
     ("node rank past the nodes", "node_rank", lambda t: s({"node_rank": "5"})),
     ("port 70000", "master_port", lambda t: s({"master_port": "70000"})),
     ("every answer cut by the cutoff", "cutoff_len",
-     lambda t: s({"dataset_dir": long_prompt_data(t / "long"), "dataset": "long", "cutoff_len": "16"}, [t / "long"])),
+     lambda t: s({"dataset_dir": long_prompt_data(t / "long"), "dataset": "long", "cutoff_len": "16", "truncation": "end"},
+                 [t / "long"])),
     ("a micro-batch no memory holds", "per_device_train_batch_size",
      lambda t: s({"per_device_train_batch_size": "4000", "cutoff_len": "100000"})),
     # choices and options

@@ -15,6 +15,10 @@ os.chdir(ROOT)
 # Runs of the tests write into pytest's temporary folders, outside the workspace (the checkout): allow them, as a user
 # allows a runs disk with --allow-path PATH:rw.  Set before any test (and inherited by the processes they start).
 os.environ["ZEROBOARD_ALLOW_PATHS"] = f"{Path(tempfile.gettempdir()).resolve()}:rw"
+# A demo job of another workspace on this machine (another checkout's tests, a running page) holds the CPU: the
+# suite's own jobs wait their turn instead of failing (the product's ZEROBOARD_WAIT_FOREIGN_S, inherited by the
+# servers and commands the tests start).
+os.environ.setdefault("ZEROBOARD_WAIT_FOREIGN_S", "1800")
 # Runs started without an index of their own (zeroboard train in a test) register in this session's, not the checkout's.
 os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json"))
 

@@ -89,7 +89,13 @@ def stop_server(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 
 def stop_jobs(index: Path) -> None:
-    """Teardown: a run still going (a failed test, Ctrl-C) is aborted, not left on the shared machine."""
+    """Teardown: a run still going (a failed test, Ctrl-C) is aborted, not left on the shared machine; jobs still
+    queued are cancelled first, so the dispatcher starts none of them."""
+    from zeroboard.runs.queue import Queue
+
+    q = Queue(index)
+    for entry in q.entries():
+        q.remove(entry.id)
     if not Path(index).is_file():
         return
     mgr = JobManager(index=index, grace_s=10)
@@ -200,3 +206,41 @@ def start_on_page(pg, index: Path, run_dir: Path, button: str = "#zb-start", lan
         if time.time() > deadline:
             raise TimeoutError(f"{run_dir} did not start within {wait_s:.0f} s: the CPU stayed busy")
         time.sleep(5)
+
+
+# Liger's own source, as the GPU image installs it: `make install-test` downloads the liger-kernel wheel (pure
+# Python; not installed: it would pull Triton) and the tests read its monkey_patch.py through job/liger.py.
+WHEELS = Path(os.environ.get("ZEROBOARD_WHEEL_CACHE") or Path.home() / ".cache" / "zeroboard" / "wheels")
+
+
+_REAL_SOURCE: dict = {}  # job.liger.source_text before any test replaced it
+
+
+def liger_wheel() -> Path:
+    found = sorted(WHEELS.glob("liger_kernel-*.whl"))
+    assert found, f"no liger-kernel wheel in {WHEELS}: `make install-test` downloads it"
+    return found[-1]
+
+
+def liger_installed(monkeypatch, installed: bool = True) -> None:
+    """As on a GPU machine with (or without) liger-kernel: the planner, checks and trainer read its real source."""
+    from zeroboard.job import liger
+
+    if installed:
+        monkeypatch.setenv(liger.SOURCE_ENV, str(liger_wheel()))
+        monkeypatch.setattr(liger, "source_text", _REAL_SOURCE.setdefault("fn", liger.source_text))
+    else:
+        _REAL_SOURCE.setdefault("fn", liger.source_text)
+        monkeypatch.delenv(liger.SOURCE_ENV, raising=False)
+        monkeypatch.setattr(liger, "source_text", lambda: None)
+
+
+def as_measured_before_26(monkeypatch, spec=None):
+    """Runs measured before issue 26 kept fp32 master weights without DeepSpeed and ran the DeepSpeed presets as
+    written: plan them that way (the spec's master_weights, and ZeroBoard's one-GPU DeepSpeed values off)."""
+    import dataclasses
+
+    from zeroboard.job import dstune
+
+    monkeypatch.setenv(dstune.TUNING_ENV, "off")
+    return dataclasses.replace(spec, master_weights="fp32") if spec is not None else None

@@ -173,8 +173,9 @@ def english_sentences(path: Path) -> list[str]:
     return found
 
 
-# the demo's training data and prompts: content the model learns (in the languages it teaches), not the page's words
-CONTENT = ("zeroboard.words", "zeroboard.data.demo")
+# the demo's training data and prompts, and the templates' tool and system prompts: content the model reads (in the
+# languages it is taught), not the page's words
+CONTENT = ("zeroboard.words", "zeroboard.data.demo", "zeroboard.data.tools")
 
 
 def test_no_user_visible_english_sentence_outside_the_catalog():

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from helpers import owned_run
+from helpers import liger_installed, owned_run
 from zeroboard.job import checks, folders, modelinfo, record
 from zeroboard.job.devices import Gpu
 from zeroboard.job.spec import JobSpec
@@ -230,9 +230,9 @@ def test_pure_bf16_refuses_deepspeed(job):
 
 def test_liger_on_a_gpu_needs_the_package(job, monkeypatch):
     job.liger_kernel = "on"
-    monkeypatch.setattr(modelinfo, "installed", lambda module: False)
+    liger_installed(monkeypatch, False)
     assert "pip install liger-kernel" in errors(job, [H100])["liger_kernel"]
-    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
+    liger_installed(monkeypatch)
     assert "liger_kernel" not in errors(job, [H100])
 
 
@@ -257,7 +257,7 @@ def test_speedups_that_would_fail_at_launch_are_refused_first(job, tmp_path, mon
 
 
 def test_model_types_the_speedups_do_not_fit(job, tmp_path, monkeypatch):
-    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
+    liger_installed(monkeypatch)  # its own table (tests/helpers.LIGER_LAYOUT) has no mamba
     mamba = fake_model(tmp_path / "mamba")
     (mamba / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     job.model_name_or_path, job.lora_target = str(mamba), ["q_proj"]

@@ -99,7 +99,7 @@ def test_clean_arch_list_is_left_alone(monkeypatch):
 
 
 def test_prepare_refuses_bad_jobs_and_builds_nothing(tmp_path):
-    p = command.prepare(JobSpec(offload=True, output_dir=str(tmp_path / "o")), gpus=[])
+    p = command.check_and_build(JobSpec(offload=True, output_dir=str(tmp_path / "o")), gpus=[])
     assert p.command is None and "offload" in p.report.errors
 
 
@@ -200,3 +200,28 @@ def test_offload_ranks_share_the_hosts_cores_for_the_cpu_optimizer(monkeypatch):
     assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2").env  # no CPU optimizer
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting is kept (the ranks inherit it)
     assert "OMP_NUM_THREADS" not in build(GPUS, gpu_ids=[0, 1], deepspeed_stage="2", offload=True).env
+
+
+def test_one_rule_says_what_offload_moves():
+    """Parameters are offloaded only with ZeRO-3: the presets, the placement read back from them, a DeepSpeed file of
+    one's own and the placement's own fallback all follow ``placement.offloads_parameters``."""
+    from zeroboard.job import placement
+
+    for stage, off in presets.ALL:
+        zero = presets.preset(stage, off)["zero_optimization"]
+        moved = placement.offloads_parameters(stage, off)
+        assert ("offload_param" in zero) == moved, (stage, off)
+        assert place(JobSpec(deepspeed_stage=stage, offload=off), GPUS).offload_param == moved
+        # a file of one's own that asks for parameter offload at every stage: only ZeRO-3 can do it
+        mine = {"zero_optimization": {"stage": int(stage), "offload_param": {"device": "cpu"}}}
+        assert placement.zero_setting(mine)[2] == placement.offloads_parameters(stage, True)
+
+
+def test_one_launch_entry_point(root):
+    """check -> presets -> command -> memory verdict has one name: the command line and the page call
+    ``runs.launch.prepare_launch``, and nothing else in the package reaches past it to the job layer's part."""
+    pkg = root / "app" / "zeroboard"
+    callers = {p.relative_to(pkg).as_posix() for p in pkg.rglob("*.py") if "check_and_build(" in p.read_text(encoding="utf-8")}
+    assert callers == {"job/command.py", "runs/launch.py"}, callers  # its definition, and the entry point
+    for front in ("cli/jobs.py", "webui/handlers.py"):
+        assert "prepare_launch(" in (pkg / front).read_text(encoding="utf-8"), front

@@ -118,8 +118,12 @@ def test_the_cutoff_statistics(data):
     p = dataprep.prepare(job(data, ["lf_sharegpt_cols"], cutoff_len=cut), tk)
     assert p.info["truncated"] == sum(n > cut for n in lengths)
     assert max(p.full["length"]) == cut
-    with pytest.raises(DataError, match="cutoff_len"):  # every prompt fills the cutoff: nothing to learn
-        dataprep.prepare(job(data, ["lf_sharegpt_cols"], cutoff_len=min(prompts)), tk)
+    assert p.info["answer_lost"] == 0  # proportional: each cut sample keeps part of its answers
+    with pytest.raises(DataError, match="cutoff_len"):  # cut at the end, every prompt fills the cutoff: nothing to learn
+        dataprep.prepare(job(data, ["lf_sharegpt_cols"], cutoff_len=min(prompts), truncation="end"), tk)
+    end = dataprep.prepare(job(data, ["lf_sharegpt_cols"], cutoff_len=cut, truncation="end"), tk)
+    whole = {r["record"]: r["input_ids"] for r in full.full}
+    assert end.paths != p.paths and all(r["input_ids"] == whole[r["record"]][:cut] for r in end.full)
 
 
 def test_packing_reads_the_rows_it_packs_from_the_cache(data):

@@ -25,6 +25,7 @@ from zeroboard.job import command, folders, record, spec
 from zeroboard.job.registry import Registry
 from zeroboard.outputs.inspect import inspect
 from zeroboard.runs import manager as runner, processes
+from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.state import read_state
 from zeroboard.webui import handlers
 from zeroboard.webui.live import Live
@@ -91,7 +92,7 @@ def test_an_abort_during_a_save_leaves_only_whole_checkpoints_on_offer(tmp_path,
     if partial:
         assert any(p.name in str(x) for x in ins.problems for p in partial)
     job = spec.JobSpec(**{**spec.to_dict(prepared_for(tmp_path / "x").spec), "output_dir": str(out), "resume": True})
-    errors = command.prepare(job, gpus=[]).report.errors
+    errors = prepare_launch(job, gpus=[]).report.errors
     assert ("resume" in errors) == (not done)
 
 

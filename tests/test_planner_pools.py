@@ -23,11 +23,21 @@ H200 = [Gpu(0, "NVIDIA H200", 143771 << 20, 139 << 30, 0, 0, (9, 0))]
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import planner_heldout as h  # noqa: E402 - the harness that measured the rows builds their jobs
+from helpers import as_measured_before_26, liger_installed  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _liger_layout(monkeypatch):
+    """Plans are made as on the H200: Liger installed, its layout as tests/helpers.LIGER_LAYOUT has it; the traced
+    runs ran the DeepSpeed presets as written and fp32 master weights (before issue 26)."""
+    liger_installed(monkeypatch)
+    as_measured_before_26(monkeypatch)
+
 
 
 def plan_row(r):
     job = h.job_of(r["model"], r["seq"], r["micro_batch"], r["config"], Path("/tmp/zb-pools"), 4, False)
-    job = replace(job, liger_kernel="on" if (r.get("speedups") or {}).get("liger") else "off")
+    job = replace(job, liger_kernel="on" if (r.get("speedups") or {}).get("liger") else "off", master_weights="fp32")
     shape = planner.shape_from_config(h.MODELS[r["model"]][1])
     p = planner.estimate(job, H200, model=shape, host_available=1 << 40)
     return states(shape, p.setup, p.trainable, p.params), p
@@ -112,6 +122,6 @@ def test_a_fused_qkv_projection_with_rope_keeps_its_q_and_k_parts():
     q = phi3.heads * phi3.head_dim
     kv = phi3.kv_heads * phi3.head_dim
     assert activations.attention_bytes(phi3, m) - activations.attention_bytes(split, m) == 2 * (q + kv)
-    gpt2 = planner.shape_from_config(dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4, vocab_size=100))
-    assert gpt2.fused_qkv and not gpt2.rotary  # no RoPE: q, k and v are all views of c_attn's output, nothing more
-    assert activations.attention_bytes(gpt2, m) == activations.attention_bytes(replace(gpt2, linears=()), m)
+    big = planner.shape_from_config(dict(model_type="gpt_bigcode", n_embd=64, n_layer=2, n_head=4, vocab_size=100))
+    assert big.fused_qkv and not big.rotary  # no RoPE: q, k and v are all views of c_attn's output, nothing more
+    assert activations.attention_bytes(big, m) == activations.attention_bytes(replace(big, linears=()), m)

@@ -15,7 +15,8 @@ import pytest
 from helpers import wait_until
 from zeroboard.job import command, record, spec
 from zeroboard.job.registry import Registry
-from zeroboard.runs import manager as runner, outcome, processes
+from zeroboard.runs import executor, manager as runner, outcome, processes
+from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.state import JobState, read_state, write_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def demo_job(out: Path, **changes) -> spec.JobSpec:
 
 
 def prepared_for(out: Path, **changes) -> command.Prepared:
-    p = command.prepare(demo_job(out, **changes), gpus=[])
+    p = prepare_launch(demo_job(out, **changes), gpus=[])
     assert p.report.ok, p.report.errors
     return p
 
@@ -69,7 +70,7 @@ def test_torchrun_gets_rank_prefixes_and_the_preview_shows_them(tmp_path):
 
 
 def test_deepspeed_launcher_is_left_alone(tmp_path):
-    cmd = command.prepare(demo_job(tmp_path / "run", launcher="deepspeed"), gpus=[]).command
+    cmd = prepare_launch(demo_job(tmp_path / "run", launcher="deepspeed"), gpus=[]).command
     assert "--tee" not in cmd.argv and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in cmd.env
 
 
@@ -146,11 +147,11 @@ def test_conclude_statuses(tmp_path):
 def test_one_job_per_device_set():
     cpu = JobState(run_dir="/r", status="running", device_kind="cpu", devices=[0, 1])
     gpu = JobState(run_dir="/g", status="running", device_kind="cuda", devices=[0, 1])
-    cmd = lambda kind, ids: command.Command(["torchrun"], {}, "/", None, kind, ids)  # noqa: E731
-    assert runner._overlap(cpu.device_kind, cpu.devices, cmd("cpu", [0]))
-    assert runner._overlap(gpu.device_kind, gpu.devices, cmd("cuda", [1, 2]))
-    assert not runner._overlap(gpu.device_kind, gpu.devices, cmd("cuda", [2, 3]))
-    assert not runner._overlap(gpu.device_kind, gpu.devices, cmd("cpu", [0, 1]))
+    assert executor.overlap(cpu.device_kind, cpu.devices, "cpu", [0])
+    assert executor.overlap(gpu.device_kind, gpu.devices, "cuda", [1, 2])
+    assert not executor.overlap(gpu.device_kind, gpu.devices, "cuda", [2, 3])
+    assert not executor.overlap(gpu.device_kind, gpu.devices, "cpu", [0, 1])
+    assert not executor.overlap("slurm", [0], "slurm", [0])  # a cluster's jobs hold none of this machine's devices
     assert "CPU processes" in runner.busy_message(cpu) and "GPU 0,1" in runner.busy_message(gpu)
     assert "/r" in runner.busy_message(cpu)  # the running job is named
 

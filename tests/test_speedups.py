@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeroboard.job import modelinfo
+from helpers import liger_installed
 from zeroboard.job.spec import JobSpec
 from zeroboard.training import speedups
 
@@ -26,19 +26,11 @@ def no_gpu(monkeypatch):
 
 @pytest.fixture
 def liger_here(monkeypatch):
-    """A GPU and an installed Liger whose patch table knows llama: what the trainer sees on the H200."""
-    import sys
-    import types
-
+    """A GPU and an installed Liger whose table knows llama and granite: what the trainer sees on the H200."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(modelinfo, "installed", lambda module: True)
-    table = types.ModuleType("liger_kernel.transformers.monkey_patch")
-    table.MODEL_TYPE_TO_APPLY_LIGER_FN = {"llama": object()}
-    for name in ("liger_kernel", "liger_kernel.transformers"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "liger_kernel.transformers.monkey_patch", table)
+    liger_installed(monkeypatch)
 
 
 def test_auto_says_why_liger_stays_off(model_dir, no_gpu):
@@ -53,7 +45,7 @@ def test_liger_on_without_what_it_needs_stops_naming_the_field(model_dir, monkey
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(modelinfo, "installed", lambda module: False)
+    liger_installed(monkeypatch, False)
     with pytest.raises(ValueError, match="liger-kernel is not installed"):
         speedups.Speedups(JobSpec(model_name_or_path=model_dir, liger_kernel="on"), None)
 
@@ -63,7 +55,12 @@ def test_the_weights_line_says_what_the_job_keeps(model_dir):
         return speedups.Speedups(JobSpec(model_name_or_path=model_dir, **kw), ds).notes
 
     assert "weights: bf16 (pure bf16, no fp32 master copy)" in notes(precision="bf16", pure_bf16=True)
-    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16")
+    split = "weights: bf16; the optimizer keeps the low 16 bits of each fp32 master weight (updates exactly as with fp32 master weights)"
+    assert split in notes(precision="bf16", finetuning_type="full")  # the default on one process
+    assert "weights: frozen base in bf16, LoRA adapters fp32 + bf16 autocast" in notes(precision="bf16")  # LoRA
+    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16", finetuning_type="full", master_weights="fp32")
+    assert "weights: fp32 master + bf16 autocast" in notes(precision="bf16", finetuning_type="full",
+                                                            gradient_accumulation_steps=2)  # bf16 grads would add up
     assert "weights: bf16 (DeepSpeed ZeRO-2 keeps the fp32 master copy)" in notes({"zero_optimization": {"stage": 2}},
                                                                                   precision="bf16")
     # an fp32 run under DeepSpeed holds fp32 weights: no 16-bit copy is claimed
@@ -77,6 +74,7 @@ def test_liger_keeps_its_fused_loss_off_where_it_would_be_wrong(model_dir, liger
 
     plain = speed()
     assert plain.liger and plain.liger_config == {} and "fused linear cross-entropy" in plain.notes[0]
+    assert plain.to_dict()["liger_kernels"] == ["rms_norm", "swiglu", "rope", "fused_linear_cross_entropy"]
     # ZeRO-3 shards lm_head; a LoRA on lm_head would be skipped by the fused loss
     assert speed({"zero_optimization": {"stage": 3}}).liger_config == {"fused_linear_cross_entropy": False}
     assert speed(lora_target=["q_proj", "lm_head"]).liger_config == {"fused_linear_cross_entropy": False}

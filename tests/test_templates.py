@@ -76,15 +76,19 @@ def test_the_renderer_writes_what_transformers_writes(model_dir, name):
         assert ours.render(conv, gen) == tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=gen)
 
 
+@pytest.mark.parametrize("rule", ["proportional", "end"])
 @pytest.mark.parametrize("name", NAMES)
-def test_the_check_before_launch_counts_what_the_trainer_counts(model_dir, name):
+def test_the_check_before_launch_counts_what_the_trainer_counts(model_dir, name, rule):
     tok, _ = tokenizer(model_dir, name)
     row = templates.encode(CONV, tok, cutoff_len=4096)
     prompt = row["labels"].index(next(label for label in row["labels"] if label != templates.IGNORE))
     n = len(row["input_ids"])
-    for cutoff in (n, n - 1, prompt, prompt + 1):
-        c = samples.count([Chat(CONV)], model_dir, name, cutoff)
-        assert (c.seen, c.truncated, c.answer_lost) == (1, int(n > cutoff), int(prompt >= cutoff)), (name, cutoff)
+    for cutoff in (n, n - 1, prompt, prompt + 1, prompt // 2):
+        trained = templates.encode(CONV, tok, cutoff, truncation=rule)
+        lost = all(label == templates.IGNORE for label in trained["labels"])
+        c = samples.count([Chat(CONV)], model_dir, name, cutoff, rule)
+        assert (c.seen, c.truncated, c.answer_lost) == (1, int(n > cutoff), int(lost)), (name, cutoff)
+    assert samples.count([Chat(CONV)], model_dir, name, prompt, "end").answer_lost == 1  # the end rule cuts it all
 
 
 def test_a_named_template_replaces_the_end_of_sequence_and_is_saved_with_the_tokenizer(model_dir, tmp_path):
@@ -97,10 +101,3 @@ def test_a_named_template_replaces_the_end_of_sequence_and_is_saved_with_the_tok
     assert again.chat_template == chat.NAMED["chatml"].jinja and again.eos_token == "<|im_end|>"
     text = templates.prompt_text("Who are you?", again)
     assert text == "<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n"
-
-
-def test_tools_go_to_the_system_message_of_a_named_template():
-    tools = [{"name": "add", "parameters": {"a": "int"}}]
-    out = chat.with_tools(CONV, tools)
-    assert out[0]["content"].startswith("Answer like a pirate.") and '"name": "add"' in out[0]["content"]
-    assert chat.with_tools(CONV[1:], tools)[0]["role"] == "system"

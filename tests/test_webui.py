@@ -139,7 +139,8 @@ def test_a_page_is_one_registration(gr, manager, monkeypatch):
     demo = app.build_app(manager, lang="en", gpus=[])
     config = demo.get_config_file()
     tabs = [c["props"].get("elem_id") for c in config["components"] if c["type"] == "tabitem"]
-    assert tabs == ["zb-tab-train", "zb-tab-runs", "zb-tab-probe"]  # in their order
+    assert tabs == [f"zb-tab-{p.id}" for p in pages.ordered()]  # every registered page, in their order
+    assert tabs[:2] == ["zb-tab-train", "zb-tab-runs"] and tabs[-1] == "zb-tab-probe" and "zb-tab-chat" in tabs
     relabel = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in relabel.outputs], relabel.fn("zh")))
     assert updates["zb-probe-button"] == {"__type__": "update", "value": "刷新"} and updates["zb-tab-probe"]["label"]

@@ -4,7 +4,9 @@
 - :mod:`.data`: dataset (the job's data as the trainer sees it)
 - :mod:`.train`: train (through the runner, followed in the foreground), stop
 - :mod:`.runs`: runs (list, filter), runs compare, runs show
+- :mod:`.queue`: queue (list, move, cancel)
 - :mod:`.outputs`: check, inspect, consolidate, merge
+- :mod:`.chat`: chat (through the chat worker), export (a standalone folder and an Ollama Modelfile)
 - :mod:`.tools`: demo-model, presets, webui, screenshots
 
 Its words come from the catalog; ``$ZEROBOARD_LANG=zh`` makes them Chinese.
@@ -16,14 +18,14 @@ import argparse
 import sys
 
 from ..words import default_lang, text
-from . import data, jobs, outputs, runs, tools, train
+from . import chat, data, jobs, outputs, queue, runs, tools, train
 
 
 def parser() -> argparse.ArgumentParser:
     lang = default_lang()
     p = argparse.ArgumentParser(prog="zeroboard", description=text("cli.description", lang))
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (jobs, data, train, runs, outputs, tools):
+    for module in (jobs, data, train, runs, queue, outputs, chat, tools):
         module.add_commands(sub, lang)
     return p
 

@@ -7,7 +7,8 @@ import sys
 
 from .. import planner, workspace
 from ..job import command, spec as specmod
-from ..planner import report, verdict
+from ..planner import report
+from ..runs.launch import prepare_launch
 from ..words import default_lang, text, tr
 
 
@@ -29,13 +30,14 @@ def load(args) -> specmod.JobSpec | None:
         return None
 
 
-def prepare(args) -> command.Prepared | None:
-    """Validate and build the command; print every problem by field (and the notes). None when not ok."""
+def launch_or_explain(args) -> command.Prepared | None:
+    """The launch entry point on the command line's job; print every problem by field (and the notes). None when
+    nothing may start."""
     job = load(args)
     if job is None:
         return None
     lang = default_lang()
-    prepared = verdict.prepare(job)
+    prepared = prepare_launch(job)
     for k, v in prepared.report.warnings.items():
         print(text("cli.note", lang, field=k, text=tr(v, lang)), file=sys.stderr)
     if not prepared.report.ok:
@@ -46,7 +48,7 @@ def prepare(args) -> command.Prepared | None:
 
 
 def cmd_preview(args) -> int:
-    prepared = prepare(args)
+    prepared = launch_or_explain(args)
     if prepared is None:
         return 2
     cmd = prepared.command
@@ -57,12 +59,15 @@ def cmd_preview(args) -> int:
     print(text("cli.run_from", lang, cwd=cmd.cwd))
     if cmd.deepspeed_config:
         print(text("cli.ds_config", lang, path=cmd.deepspeed_config))
+    if cmd.script is not None:  # a Slurm job: the script, then the line that submits it
+        print(text("cli.sbatch_script", lang, path=cmd.argv[-1]))
+        print(cmd.script)
     print(cmd.shell())
     return 0
 
 
 def cmd_validate(args) -> int:
-    if prepare(args) is None:
+    if launch_or_explain(args) is None:
         return 2
     print(text("cli.ok", default_lang()))
     return 0
@@ -84,7 +89,8 @@ def cmd_plan(args) -> int:
         fitting = [c for c in choices if c.fits is not False]
         if args.json:
             print(json.dumps([{**c.overrides(), "peak_bytes": c.plan.peak_bytes, "needed_bytes": c.plan.needed_bytes,
-                               "fits": c.fits, "tight": c.tight, "tokens_per_s": round(c.tokens_per_s), "why": c.why}
+                               "fits": c.fits, "tight": c.tight, "step_s": round(c.step_s, 4),
+                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly}
                               for c in choices],
                              indent=2))
         else:

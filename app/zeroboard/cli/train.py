@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from .. import workspace
-from ..job import record
-from ..runs import manager as runmgr
+from ..job import record, trackers
+from ..runs import dispatcher, manager as runmgr
+from ..runs.queue import Queue
 from ..runs.state import JobState
 from ..runs.supervisor import SIGNAL_REPORT, TRACEBACK, drop_signal_report
 from ..words import default_lang, text, tr
@@ -121,15 +122,19 @@ def cmd_train(args) -> int:
     lang = default_lang()
     term = Terminal()
     with Signals() as signals:  # from the start: a Ctrl-C during the launch still stops the job it started
-        prepared = jobs.prepare(args)
+        prepared = jobs.launch_or_explain(args)
         if prepared is None:
             return 2
         mgr = runmgr.JobManager()
         try:
             st = mgr.start(prepared, source="cli")
         except runmgr.Busy as e:
-            term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
-            return 3
+            if not args.queue:
+                term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
+                return 3
+            st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
+            if st is None:
+                return 0 if args.detach and not signals.got else 1
         except runmgr.StartError as e:
             term.out(text("cli.not_started", lang, why=tr(e.args[0], lang)), err=True)
             return 1
@@ -138,10 +143,41 @@ def cmd_train(args) -> int:
         for note in st.notes:
             term.out(text("cli.note", lang, field="master_port", text=tr(note, lang)), err=True)
         term.out(text("cli.started", lang, run=st.run_dir, pid=st.supervisor_pid or "-"), err=True)
+        for w in trackers.for_job(prepared.spec):
+            term.out(text("cli.tracker", lang, tracker=w.tracker, path=w.path, open=w.open), err=True)
         if args.detach and not signals.got:
             term.out(text("cli.detached", lang, run=st.run_dir), err=True)
             return 0
         return follow(mgr, st, signals, term, lang)
+
+
+def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Terminal, lang: str,
+                  detach: bool) -> JobState | None:
+    """Queue the job; unless detached, wait until the dispatcher starts it (the run) or gives up on it (None).
+    Ctrl-C while it waits takes it out of the queue."""
+    entry = dispatcher.enqueue(mgr, prepared, "cli")
+    q = Queue(mgr.index)
+    position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
+    term.out(text("cli.queued", lang, id=entry.id, position=position, why=tr(entry.why, lang)), err=True)
+    if detach:
+        return None
+    while True:
+        if signals.got:
+            q.remove(entry.id)
+            term.out(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output), err=True)
+            return None
+        now = next((e for e in q.entries() if e.id == entry.id), None)
+        if now is not None and now.status == "failed":
+            term.out(text("cli.queue_failed", lang, why=tr(now.why, lang)), err=True)
+            q.remove(entry.id)
+            return None
+        if now is None:
+            st = mgr.state(entry.output)
+            if st is not None and (st.started or 0) >= entry.queued - 1:
+                term.out(text("cli.queue_started", lang, run=st.run_dir), err=True)
+                return st
+        signals.event.wait(1.0)
+        signals.event.clear()
 
 
 def _registered(mgr: runmgr.JobManager, run: str) -> str | None:
@@ -174,6 +210,7 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("train", help=text("cli.train_help", lang))
     jobs.job_arguments(s, lang)
     s.add_argument("--detach", action="store_true", help=text("cli.detach_help", lang))
+    s.add_argument("--queue", action="store_true", help=text("cli.queue_flag_help", lang))
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
     s.add_argument("run", help=text("cli.run_arg_help", lang))

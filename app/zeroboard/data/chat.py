@@ -7,11 +7,14 @@ special tokens as variables).  The trainer sets a named template on the
 tokenizer and renders with this module; the checks before launch render the
 same text here, so both count the same tokens.
 
-Named templates write their turns the way LLaMA-Factory's templates of the
-same name do.  Each lists the special tokens it writes (added to a tokenizer
-that lacks them) and the token that ends an answer (the tokenizer's end of
-sequence for generation).  ``bos_token`` / ``eos_token`` are the tokenizer's
-own.  Tool descriptions go at the end of the system message as JSON.
+Named templates write exactly the text LLaMA-Factory's templates of the same
+name write: the same turns, default system prompts, tool descriptions and
+tool calls (``data.tools``).  Each lists the special tokens it writes (added
+to a tokenizer that lacks them) and the token that ends an answer (the
+tokenizer's end of sequence for generation).  ``bos_token`` / ``eos_token``
+are the tokenizer's own.  A named template's text is tokenized turn by turn
+(``Layout.cuts``), as LLaMA-Factory tokenizes it; a model's own template is
+tokenized whole, as ``apply_chat_template`` does.
 """
 
 from __future__ import annotations
@@ -19,101 +22,196 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..words import say
+from . import tools as toolfmt
 from .formats import Conversation
 
 
 @dataclass(frozen=True)
+class Turns:
+    """The text of each kind of turn: ``{c}`` is the content, ``{eos}`` the tokenizer's end of sequence."""
+
+    user: str
+    assistant: str  # an answer, its header included
+    generation: str  # the header that opens an answer (add_generation_prompt)
+    system: str
+    tool: str  # a tool's result (LLaMA-Factory's observation)
+    call: str | None = None  # an answer holding tool calls; None: as ``assistant``
+    bos: bool = False  # the text starts with the tokenizer's bos_token
+    default_system: str = ""  # the system prompt when the data has none
+    fused_system: bool = False  # no system turn: the system text opens the first turn (mistral, gemma)
+    tools: str = "default"  # the format of tool descriptions and calls (``data.tools.FORMATS``)
+
+
+@dataclass(frozen=True)
 class Named:
-    jinja: str
+    turns: Turns
     tokens: tuple[str, ...] = ()  # special tokens the template writes
     stop: str | None = None  # the token that ends an answer; None: the tokenizer's eos_token
+    jinja: str = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "jinja", _jinja(self.turns))
 
 
-def _expr(fmt: str, system: bool = False) -> str:
-    """A turn's text as a Jinja expression: ``{c}`` is the content, ``{eos}`` the tokenizer's end of sequence;
-    ``system``: the system message and a blank line open the first turn (models without a system role)."""
+def _expr(fmt: str, content: str = "m['content']") -> str:
+    """A turn's text as a Jinja expression."""
     parts = []
     for piece in re.split(r"(\{c\}|\{eos\})", fmt):
         if piece == "{c}":
-            if system:
-                parts.append("((messages[0]['content'] + '\\n\\n') if has_system and loop.first else '')")
-            parts.append("m['content']")
+            parts.append(content)
         elif piece == "{eos}":
             parts.append("eos_token")
         elif piece:
             parts.append(json.dumps(piece))
-    return "{{- " + (" + ".join(parts) or "''") + " -}}"
+    return "{{- " + (" ~ ".join(parts) or "''") + " -}}"
 
 
-def _turns(user: str, assistant: str, system: str, tool: str, generation: str, prefix: str = "''") -> str:
-    """A template from the text of each kind of turn."""
-    return ("{{- @prefix -}}{%- for m in messages -%}{%- if m['role'] == 'user' -%}@user"
-            "{%- elif m['role'] == 'assistant' -%}@assistant{%- elif m['role'] == 'system' -%}@system"
-            "{%- else -%}@tool{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}@generation{%- endif -%}"
-            .replace("@prefix", prefix).replace("@user", _expr(user)).replace("@assistant", _expr(assistant))
-            .replace("@system", _expr(system)).replace("@tool", _expr(tool)).replace("@generation", _expr(generation)))
-
-
-def _first_user_system(user: str, assistant: str, tool: str, generation: str, prefix: str) -> str:
-    """Models without a system role: the system message opens the first turn."""
-    return ("{%- set has_system = messages and messages[0]['role'] == 'system' -%}{{- @prefix -}}"
-            "{%- for m in (messages[1:] if has_system else messages) -%}{%- if m['role'] == 'assistant' -%}@assistant"
-            "{%- elif m['role'] == 'user' -%}@user{%- else -%}@tool{%- endif -%}{%- endfor -%}"
-            "{%- if add_generation_prompt -%}@generation{%- endif -%}"
-            .replace("@prefix", prefix).replace("@assistant", _expr(assistant)).replace("@user", _expr(user, True))
-            .replace("@tool", _expr(tool, True)).replace("@generation", _expr(generation)))
+def _jinja(t: Turns) -> str:
+    """The chat template of ``t``: system (or the default) plus the tool text, then the turns."""
+    pre, _, post = t.system.partition("{c}")
+    opening = "{%- set opening = (" + json.dumps(pre) + " ~ system ~ " + json.dumps(post) + ") if system else '' -%}"
+    fused = "(opening if loop.first else '') ~ " if t.fused_system else ""
+    return (toolfmt.FORMATS[t.tools] +
+            "{%- set has_system = messages and messages[0]['role'] == 'system' -%}"
+            "{%- set system = (messages[0]['content'] if has_system else '') or " + json.dumps(t.default_system) + " -%}"
+            "{%- if tools -%}{%- set system = system ~ tool_text(tools) -%}{%- endif -%}"
+            + ("{{- bos_token -}}" if t.bos else "")
+            + (opening if t.fused_system else "{%- if system -%}" + _expr(t.system, "system") + "{%- endif -%}")
+            + "{%- for m in (messages[1:] if has_system else messages) -%}"
+            "{%- if m['role'] == 'assistant' and m.tool_calls -%}"
+            + _expr(t.call or t.assistant, "(m['content'] or '') ~ calls(m)")
+            + "{%- elif m['role'] == 'assistant' -%}" + _expr(t.assistant)
+            + "{%- elif m['role'] == 'user' -%}" + _expr(t.user, fused + "m['content']")
+            + "{%- else -%}" + _expr(t.tool, fused + "m['content']")
+            + "{%- endif -%}{%- endfor -%}"
+            "{%- if add_generation_prompt -%}" + _expr(t.generation) + "{%- endif -%}")
 
 
 _CHATML = dict(user="<|im_start|>user\n{c}<|im_end|>\n", assistant="<|im_start|>assistant\n{c}<|im_end|>\n",
                system="<|im_start|>system\n{c}<|im_end|>\n", tool="<|im_start|>tool\n{c}<|im_end|>\n",
                generation="<|im_start|>assistant\n")
-# the default system prompts of the qwen and alpaca templates (model text, as LLaMA-Factory writes it)
-QWEN_SYSTEM = ("{%- if not messages or messages[0]['role'] != 'system' -%}{{- '<|im_start|>system\\n"
-               "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' -}}{%- endif -%}")
-ALPACA_SYSTEM = ("{%- if not messages or messages[0]['role'] != 'system' -%}{{- 'Below is an instruction that describes "
-                 "a task. Write a response that appropriately completes the request.\\n\\n' -}}{%- endif -%}")
+QWEN_SYSTEM, ALPACA_SYSTEM = toolfmt.QWEN_SYSTEM, toolfmt.ALPACA_SYSTEM
 PLAIN_HEADERS = {"system": "### System:\n", "user": "### User:\n", "assistant": "### Assistant:\n", "tool": "### Tool:\n"}
+_ALPACA_USER = "### Instruction:\n{c}\n\n### Response:\n"
+_PHI_USER = "<|user|>\n{c}<|end|>\n"
 
 NAMED: dict[str, Named] = {
-    "chatml": Named(_turns(**_CHATML), ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
-    "qwen": Named(
-        QWEN_SYSTEM + _turns(**{**_CHATML, "tool": "<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n"}),
-        ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
-    "llama3": Named(_turns(
+    "chatml": Named(Turns(**_CHATML), ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
+    "qwen": Named(Turns(**{**_CHATML, "tool": "<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n"},
+                        default_system=QWEN_SYSTEM, tools="qwen"), ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
+    "llama3": Named(Turns(
         user="<|start_header_id|>user<|end_header_id|>\n\n{c}<|eot_id|>",
         assistant="<|start_header_id|>assistant<|end_header_id|>\n\n{c}<|eot_id|>",
         system="<|start_header_id|>system<|end_header_id|>\n\n{c}<|eot_id|>",
         tool="<|start_header_id|>ipython<|end_header_id|>\n\n{c}<|eot_id|>",
-        generation="<|start_header_id|>assistant<|end_header_id|>\n\n", prefix="bos_token"),
+        generation="<|start_header_id|>assistant<|end_header_id|>\n\n", bos=True, tools="llama3"),
         ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"), "<|eot_id|>"),
-    "mistral": Named(_first_user_system(user="[INST] {c}[/INST]", assistant=" {c}{eos}",
-                                        tool="[INST] {c}[/INST]", generation="", prefix="bos_token")),
-    "gemma": Named(_first_user_system(
+    "mistral": Named(Turns(user="[INST] {c}[/INST]", assistant=" {c}{eos}", call="[TOOL_CALLS] {c}{eos}", generation="",
+                           system="{c}\n\n", tool='[TOOL_RESULTS] {"content": {c}}[/TOOL_RESULTS]', bos=True,
+                           fused_system=True, tools="mistral")),
+    "gemma": Named(Turns(
         user="<start_of_turn>user\n{c}<end_of_turn>\n", assistant="<start_of_turn>model\n{c}<end_of_turn>\n",
-        tool="<start_of_turn>tool\n{c}<end_of_turn>\n", generation="<start_of_turn>model\n", prefix="bos_token"),
-        ("<start_of_turn>", "<end_of_turn>"), "<end_of_turn>"),
-    "phi": Named(_turns(user="<|user|>\n{c}<|end|>\n", assistant="<|assistant|>\n{c}<|end|>\n",
-                        system="<|system|>\n{c}<|end|>\n", tool="<|tool|>\n{c}<|end|>\n", generation="<|assistant|>\n"),
+        generation="<start_of_turn>model\n", system="{c}\n\n", tool="<start_of_turn>tool\n{c}<end_of_turn>\n",
+        bos=True, fused_system=True), ("<start_of_turn>", "<end_of_turn>"), "<end_of_turn>"),
+    "phi": Named(Turns(user=_PHI_USER, assistant="<|assistant|>\n{c}<|end|>\n", system="<|system|>\n{c}<|end|>\n",
+                       tool=_PHI_USER, generation="<|assistant|>\n"),
                  ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>"), "<|end|>"),
-    "alpaca": Named(
-        ALPACA_SYSTEM + _turns(user="### Instruction:\n{c}\n\n### Response:\n", assistant="{c}{eos}\n\n",
-                 system="{c}\n\n", tool="### Instruction:\n{c}\n\n### Response:\n", generation="")),
-    "plain": Named(_turns(**{role: h + ("{c}{eos}" if role == "assistant" else "{c}") + "\n\n"
-                             for role, h in PLAIN_HEADERS.items()}, generation=PLAIN_HEADERS["assistant"])),
+    "alpaca": Named(Turns(user=_ALPACA_USER, assistant="{c}{eos}\n\n", system="{c}", tool=_ALPACA_USER, generation="",
+                          default_system=ALPACA_SYSTEM)),
+    "plain": Named(Turns(**{role: h + ("{c}{eos}" if role == "assistant" else "{c}") + "\n\n"
+                            for role, h in PLAIN_HEADERS.items()}, generation=PLAIN_HEADERS["assistant"])),
 }
 
+_PROBE_TOOL = toolfmt.wrapped({"name": "zb_probe_tool", "description": "", "parameters": {"type": "object", "properties": {}}})
+_PROBE_CALL = [{"role": "user", "content": "x"},
+               {"role": "assistant", "content": "", "tool_calls": [toolfmt.call("zb_probe_call", {})]}]
 
-def with_tools(conv: Conversation, tools) -> Conversation:
-    """Tool descriptions for a named template: appended to the system message as JSON (one is made if missing)."""
-    if not tools:
-        return conv
-    listed = json.dumps(tools, ensure_ascii=False)
-    if conv and conv[0]["role"] == "system":
-        return [{"role": "system", "content": f"{conv[0]['content']}\n\n{listed}"}, *conv[1:]]
-    return [{"role": "system", "content": listed}, *conv]
+
+@dataclass
+class Layout:
+    """A conversation rendered: its text, the character spans of the answers, and where the text is tokenized
+    apart (turn by turn, as LLaMA-Factory tokenizes; None: the text is tokenized whole)."""
+
+    text: str
+    answers: list[tuple[int, int]]
+    cuts: list[int] | None = None
+
+
+@dataclass
+class Renderer:
+    """Renders conversations with one chat template and one set of special tokens (picklable for map workers)."""
+
+    template: str
+    special: dict[str, str]
+    named: bool  # a named template: tokenized turn by turn
+    own_tools: bool = True  # the template writes tool descriptions itself (else: the default format, in the system)
+    own_calls: bool = True  # the template writes an answer's tool calls itself (else: the default format, as text)
+
+    @classmethod
+    def for_template(cls, template: str, special: dict[str, str]):
+        named = template in {n.jinja for n in NAMED.values()}
+        if named:
+            return cls(template, special, True)
+        return cls(template, special, False, _writes(template, special, [], [_PROBE_TOOL], "zb_probe_tool"),
+                   _writes(template, special, _PROBE_CALL, None, "zb_probe_call"))
+
+    def render(self, conv: Conversation, gen: bool = False, tools=None) -> str:
+        if (tools and not self.own_tools) or not self.own_calls:
+            conv = with_default_tools(conv, None if self.own_tools else tools, calls=not self.own_calls)
+            tools = tools if self.own_tools else None
+        return render_template(conv, self.template, self.special, gen, tools=tools)
+
+    def layout(self, conv: Conversation, tools=None) -> Layout:
+        text = self.render(conv, tools=tools)
+        answers, cuts = [], [] if self.named else None
+        last = len(conv) - 1
+        for i, m in enumerate(conv):
+            if m["role"] != "assistant" and (cuts is None or (i == 0 and m["role"] == "system")):
+                continue  # (without its system message, a template may write its default one)
+            before = self.render(conv[:i], m["role"] == "assistant", tools)
+            if not text.startswith(before):
+                raise ValueError(say("train.template_unstable"))
+            if m["role"] != "assistant":
+                cuts.append(len(before))
+                continue
+            upto = text if i == last else self.render(conv[: i + 1], tools=tools)
+            if not text.startswith(upto) or len(upto) < len(before):
+                raise ValueError(say("train.template_unstable"))
+            answers.append((len(before), len(upto)))
+        return Layout(text, answers, cuts)
+
+
+def _writes(template: str, special: dict[str, str], conv: Conversation, tools, probe: str) -> bool:
+    """Whether the template writes what it is given (tools, or an answer's tool calls)."""
+    try:
+        return probe in render_template(conv or [{"role": "user", "content": "x"}], template, special, tools=tools)
+    except Exception:  # a template that cannot take them: ZeroBoard writes them as text
+        return False
+
+
+def with_default_tools(conv: Conversation, tools, calls: bool = True) -> Conversation:
+    """For a model's template that ignores tools, as LLaMA-Factory does for it: the tool descriptions appended to the
+    system message, tool calls written into the answer's text (its ``default`` format)."""
+    out = []
+    for m in conv:
+        if calls and m["role"] == "assistant" and m.get("tool_calls"):
+            m = {"role": "assistant", "content": (m["content"] or "") + _default("{{- calls(messages[0]) -}}", [m])}
+        out.append(m)
+    if tools:
+        text = _default("{{- tool_text(tools) -}}", [], tools)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + text}
+        else:
+            out.insert(0, {"role": "system", "content": text})
+    return out
+
+
+def _default(body: str, conv: Conversation, tools=None) -> str:
+    return render_template(conv, toolfmt.DEFAULT + body, {}, tools=tools)
 
 
 def render_plain(conv: Conversation, eos: str, add_generation_prompt: bool = False) -> str:

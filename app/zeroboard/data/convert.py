@@ -4,8 +4,10 @@ Pure Python.  The same function serves the checks before launch (a few
 records), the dataset preview and the trainer's tokenizing map (every
 record), so what is checked is what is trained.  A chat is a list of messages
 ``{"role": "system" | "user" | "assistant" | "tool", "content": str}`` and
-the tool descriptions, if the record has any.  Assistant messages are learned
-(function calls are assistant messages); every other message is prompt.
+the tool descriptions, if the record has any.  Assistant messages are learned;
+every other message is prompt.  A function-call turn is an assistant message
+whose ``tool_calls`` hold the calls, and tools are JSON schemas, both as
+transformers' chat templates read them (``data.tools``).
 
 Defaults follow LLaMA-Factory: an entry reads only the columns it maps (the
 alpaca prompt/query/response default to instruction/input/output, sharegpt's
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..words import say
+from . import tools as toolfmt
 from .formats import DataError, Message
 from .info import DatasetSource, resolve
 from .records import head
@@ -81,7 +84,18 @@ def _tools(record: dict, src: DatasetSource) -> Any:
             value = json.loads(value)
         except ValueError:
             raise DataError(say("data.tools_not_json", column=col)) from None
-    return value if isinstance(value, list) else [value]
+    return [toolfmt.wrapped(t) for t in (value if isinstance(value, list) else [value])]
+
+
+def _calls(content: Any, i: int) -> list[dict]:
+    """A function-call turn's content (one ``{"name", "arguments"}`` object or a list of them, JSON text or parsed)
+    as transformers' ``tool_calls``."""
+    try:
+        value = json.loads(content) if isinstance(content, str) else content
+        value = value if isinstance(value, list) else [value]
+        return [toolfmt.call(c["name"], c["arguments"]) for c in value]
+    except (ValueError, TypeError, KeyError):
+        raise DataError(say("data.bad_function_call", i=i)) from None
 
 
 def _system(record: dict, src: DatasetSource) -> str:
@@ -136,7 +150,13 @@ def sharegpt(record: dict, src: DatasetSource) -> Chat:
                                 known=", ".join(sorted(k for k in roles if k))))
         if role == "system" and conv:
             raise DataError(say("data.system_not_first", i=i))
-        conv.append({"role": role, "content": text_of(content)})
+        if who == tags["function_tag"] and role == "assistant":
+            conv.append({"role": "assistant", "content": "", "tool_calls": _calls(content, i)})
+        elif role == "assistant" and t.get("tool_calls"):  # OpenAI style: the calls beside the text
+            conv.append({"role": "assistant", "content": text_of(content),
+                         "tool_calls": _calls([c.get("function", c) for c in t["tool_calls"]], i)})
+        else:
+            conv.append({"role": role, "content": text_of(content)})
     system = _system(record, src)
     if system and not (conv and conv[0]["role"] == "system"):  # a system turn of its own wins, as in LLaMA-Factory
         conv.insert(0, {"role": "system", "content": system})
@@ -153,7 +173,7 @@ def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> 
             raise DataError(say("data.record_media", keys=", ".join(media)))
     fmt = formatting or (src.formatting if src.formatting != "auto" else detect_format(record))
     chat = alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
-    if not any(m["role"] == "assistant" and m["content"].strip() for m in chat.messages):
+    if not any(m["role"] == "assistant" and (m["content"].strip() or m.get("tool_calls")) for m in chat.messages):
         raise DataError(say("data.no_answer_here"))
     return chat
 

@@ -9,7 +9,9 @@ of any size through the ``datasets`` library (``zeroboard.training.dataload``).
 
 from __future__ import annotations
 
-Message = dict[str, str]
+from typing import Any
+
+Message = dict[str, Any]  # "role" and "content" (str); an answer's "tool_calls" (data.tools.call)
 Conversation = list[Message]
 
 

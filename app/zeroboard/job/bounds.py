@@ -44,7 +44,10 @@ BOUNDS: dict[str, Bound] = {
     "preprocessing_num_workers": Bound(0, None, "check.not_negative"),  # high: the cores (see below)
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
+    "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores
     "master_port": Bound(0, 65535, "check.port_range", "check.port_range"),
+    "slurm_gpus_per_node": Bound(0, 1024, "check.not_negative", "bound.per_node"),
+    "slurm_cpus_per_task": Bound(0, 65536, "check.not_negative", "bound.per_node"),
 }
 
 

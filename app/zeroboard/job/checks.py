@@ -16,29 +16,17 @@ from .. import workspace
 from ..data import info as datainfo, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, modelinfo, samples
+from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
-from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
-# TrainingArguments that ZeroBoard sets from its own fields: the job field to use instead.
-OWNED_ARGS = {
-    "output_dir": "output_dir", "deepspeed": "deepspeed", "learning_rate": "learning_rate",
-    "num_train_epochs": "num_train_epochs", "max_steps": "max_steps", "lr_scheduler_type": "lr_scheduler_type",
-    "warmup_steps": "warmup_steps", "per_device_train_batch_size": "per_device_train_batch_size",
-    "gradient_accumulation_steps": "gradient_accumulation_steps", "max_grad_norm": "max_grad_norm",
-    "weight_decay": "weight_decay", "bf16": "precision", "fp16": "precision",
-    "gradient_checkpointing": "gradient_checkpointing", "logging_steps": "logging_steps",
-    "save_steps": "save_steps", "seed": "seed", "use_cpu": "device_type", "use_liger_kernel": "liger_kernel",
-    "liger_kernel_config": "liger_kernel", "per_device_eval_batch_size": "per_device_eval_batch_size",
-    "eval_steps": "eval_steps", "eval_strategy": "eval_steps",
-}
+# TrainingArguments that ZeroBoard sets from its own fields -> the job field to use instead (from the fields' own
+# declarations: extra_args may not set these)
+OWNED_ARGS = owned_arguments()
 
-# model types Liger patches (liger-kernel 0.8); the trainer asks Liger itself, this list serves checks and the planner
-LIGER_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
-                     "granite", "olmo2", "glm4", "smollm3"}
 # model types whose transformers class has no SDPA path (``_supports_sdpa = False``: Gemma-2's attention soft-capping):
 # "auto" runs them with eager attention, which keeps each layer's seq x seq weights; "sdpa" fails at load
 EAGER_ONLY_MODEL_TYPES = {"gemma2"}
@@ -190,7 +178,7 @@ def _check_cutoff(spec: JobSpec, model_dir: Path | None, sample: list, r: Report
     """Tokenize a sample with the model's tokenizer: a cutoff that leaves no answer to learn is refused before launch."""
     if "cutoff_len" in r.errors:
         return
-    counted = samples.count(sample, model_dir, spec.template, spec.cutoff_len) if model_dir else None
+    counted = samples.count(sample, model_dir, spec.template, spec.cutoff_len, spec.truncation) if model_dir else None
     if counted is None or not counted.seen:
         return
     if counted.answer_lost == counted.seen:
@@ -255,7 +243,7 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
         if spec.precision == "bf16" and old:
             r.errors["precision"] = say("check.gpu_no_bf16", gpus=str(old))
     else:
-        cores = devices.cpu_count()
+        cores = devices.cpu_count() if spec.launcher != "slurm" else 1 << 20  # a cluster node's cores are its own
         if spec.num_processes < 1:
             r.errors["num_processes"] = say("check.processes_positive")
         elif spec.num_processes > cores:
@@ -267,6 +255,11 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
 
 
 def _check_nodes(spec: JobSpec, r: Report) -> None:
+    if spec.launcher == "slurm":  # the cluster allocates the nodes and the rendezvous runs on the first of them
+        r.errors.update({k: v for k, v in slurm.problems(spec).items() if k not in r.errors})
+        if spec.node_rank:
+            r.errors["node_rank"] = say("slurm.node_rank")
+        return
     if spec.num_nodes < 1:
         r.errors["num_nodes"] = say("check.nodes_positive")
     elif not 0 <= spec.node_rank < spec.num_nodes:
@@ -337,9 +330,9 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
     if spec.liger_kernel == "on":
         if not use_gpu:
             r.errors["liger_kernel"] = say("check.liger_cpu")
-        elif not modelinfo.installed("liger_kernel"):
+        elif liger.source_text() is None:
             r.errors["liger_kernel"] = say("check.liger_missing")
-        elif model_type and model_type not in LIGER_MODEL_TYPES:
+        elif model_type and not liger.coverage(model_type):  # what the installed Liger's own table patches
             r.errors["liger_kernel"] = say("check.liger_model", model_type=model_type)
     if spec.attn_implementation == "flash_attention_2":
         old = [g.index for g in where.chosen if g.compute_capability < (8, 0)]
@@ -357,6 +350,8 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
         r.errors["attn_implementation"] = say("check.sdpa_unsupported", model_type=model_type)
     if spec.packing and model_type in RECURRENT_MODEL_TYPES:
         r.errors["packing"] = say("check.packing_recurrent", model_type=model_type)
+    if spec.master_weights == "split" and "optim" in spec.extra_args:
+        r.errors["master_weights"] = say("check.master_split_optim")
     if spec.pure_bf16:
         if where.deepspeed or spec.deepspeed:
             r.errors["pure_bf16"] = say("check.pure_bf16_ds")
@@ -365,6 +360,13 @@ def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Rep
         elif where.precision != "bf16":
             r.errors["pure_bf16"] = say("check.pure_bf16_gpu", gpus=str([g.index for g in where.chosen
                                                                          if not g.supports_bf16]))
+
+
+def _check_tracker(spec: JobSpec, r: Report) -> None:
+    """A tracker is offered when its package is installed: another is refused, with the command that installs it."""
+    if not trackers.installed(spec.report_to):
+        r.errors["report_to"] = say("check.tracker_missing", tracker=spec.report_to, install=trackers.install_hint(spec.report_to),
+                                    offered=", ".join(trackers.offered()))
 
 
 def _check_extra(spec: JobSpec, r: Report) -> None:
@@ -381,6 +383,9 @@ def _check_extra(spec: JobSpec, r: Report) -> None:
             r.errors["extra_args"] = say(wrong[0], **wrong[1])
         if "extra_args" in r.errors:
             return
+    if spec.extra_args.get("torch_compile") is True and spec.liger_kernel != "off":
+        # what it did on the H200 (docs/en/gpu-results.md, "torch_compile"): say so before the launch
+        r.warnings["extra_args"] = say("check.compile_liger")
 
 
 def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placement | None = None) -> Report:
@@ -400,5 +405,6 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)
     _check_speed(spec, where, model_dir, r)
+    _check_tracker(spec, r)
     _check_extra(spec, r)
     return r

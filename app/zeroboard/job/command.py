@@ -14,14 +14,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..words import say
-from . import checks, devices, placement as placemod, presets
+from . import checks, devices, dstune, placement as placemod, presets, slurm as slurmmod
 from .placement import Placement, cache_dir
 from .ports import free_port, port_is_free
 from .spec import FIELDS, JobSpec, changed, to_flags
 
-__all__ = ["Command", "Prepared", "build", "cache_dir", "free_port", "port_is_free", "prepare", "with_port"]
+__all__ = ["Command", "Prepared", "build", "cache_dir", "check_and_build", "free_port", "port_is_free", "with_port"]
 
 TRAINER_MODULE = "zeroboard.training.train"
+# the chat worker (a job like a training run for the device guard): ``--folder`` names its folder, as --output_dir a run's
+CHAT_MODULE = "zeroboard.outputs.chat_worker"
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
 # that many hosts (and containers) lack, and NCCL then hangs at init.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
@@ -42,6 +44,8 @@ class Command:
     devices: list[int] = field(default_factory=list)  # GPU indices, or CPU ranks
     master_port: int = 0
     notes: list[str] = field(default_factory=list)
+    executor: str = "local"  # "local": argv runs here; "slurm": argv submits ``script`` to a cluster
+    script: str | None = None  # the sbatch script (a Slurm job)
 
     @property
     def world_size(self) -> int:
@@ -58,7 +62,8 @@ class Command:
     def to_dict(self) -> dict:
         return {"argv": self.argv, "env": self.env, "cwd": self.cwd, "shell": self.shell(),
                 "deepspeed_config": self.deepspeed_config, "device_kind": self.device_kind,
-                "devices": self.devices, "master_port": self.master_port, "notes": self.notes}
+                "devices": self.devices, "master_port": self.master_port, "notes": self.notes,
+                "executor": self.executor, "script": self.script}
 
 
 @dataclass
@@ -101,7 +106,7 @@ def arch_env() -> dict[str, str]:
 
 
 def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
-    """argv + environment for a validated spec and its placement (see :func:`prepare`)."""
+    """argv + environment for a validated spec and its placement (see :func:`check_and_build`)."""
     use_gpu = where.kind == "cuda"
     ids, n = list(where.ids), where.per_node
     port = spec.master_port or port or free_port()  # a port the user fixed wins
@@ -133,6 +138,8 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         trainer_values["deepspeed"] = where.ds_path
     flags = to_flags({k: trainer_values[k] for k in FIELDS if k in trainer_values})
 
+    if spec.launcher == "slurm":
+        return _on_slurm(spec, where, env, flags, port, notes)
     if spec.launcher == "torchrun":
         if use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
@@ -152,9 +159,26 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
     return Command(argv + flags, env, os.getcwd(), where.ds_path, where.kind, ids, port, notes)
 
 
-def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
-            write_presets: bool = True) -> Prepared:
-    """Validate, write the cache/ presets, build the command. Preview and Start both call this."""
+def _on_slurm(spec: JobSpec, where: Placement, env: dict[str, str], flags: list[str], port: int,
+              notes: list[str]) -> Command:
+    """A Slurm job: the torchrun each node runs, inside the sbatch script that Start submits."""
+    n = where.per_node
+    if where.kind == "cuda":
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives each node's task its GPUs
+    else:  # the task's cores (not this machine's) shared by its ranks
+        env["OMP_NUM_THREADS"] = str(max(1, (spec.slurm_cpus_per_task or n) // n))
+    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
+    argv = [_executable("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n), "-m", TRAINER_MODULE, *flags]
+    run = (Path(os.getcwd()) / spec.output_dir).resolve()
+    script = slurmmod.render(spec, argv, env, run, os.getcwd(), n)
+    return Command(["sbatch", "--parsable", str(run / slurmmod.SCRIPT_FILE)], {}, os.getcwd(), where.ds_path, "slurm",
+                   [], port, notes, executor="slurm", script=script)
+
+
+def check_and_build(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None,
+                    write_presets: bool = True) -> Prepared:
+    """Validate, write the cache/ presets, build the command: the job layer's part of the launch entry point
+    (``runs.launch.prepare_launch``, which adds the memory verdict; Preview and Start call that)."""
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = placemod.place(spec, gpus)
     report = checks.validate(spec, gpus, where)
@@ -168,9 +192,19 @@ def prepare(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | No
             if preset_report.kept:
                 report.warnings["deepspeed_stage"] = preset_report.message()
     cmd = build(spec, where, port) if report.ok else None
+    if cmd is not None and cmd.script is not None:  # the cluster's own verdict, before anything is submitted
+        refused = slurmmod.test_only(cmd.script)
+        if refused is not None:
+            report.errors[refused[0]] = refused[1]
+            cmd = None
     if cmd is not None:
         for note in cmd.notes:
             report.warnings.setdefault("environment", note)
+        if where.deepspeed and where.ds_config is not None:
+            values = dstune.for_run(where.ds_config, where.ds_path, where.world_size, spec.model_name_or_path,
+                                    spec.gradient_checkpointing, spec.finetuning_type == "lora")[1]
+            if values:
+                report.warnings.setdefault("deepspeed", dstune.note(values))
     return Prepared(spec, report, cmd, preset_report, where)
 
 

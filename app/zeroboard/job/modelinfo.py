@@ -11,6 +11,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -83,6 +84,20 @@ def safetensors_names(model_dir: Path) -> list[str] | None:
             return None
         return [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
     except (OSError, ValueError, KeyError, TypeError, struct.error):  # a damaged file: the checks that need names skip
+        return None
+
+
+def param_count(model_dir: Path) -> int | None:
+    """Elements of every tensor the checkpoint stores (its parameters, a tied pair once), or None if unknown."""
+    try:
+        files = sorted(Path(model_dir).glob("*.safetensors"))
+        total = 0
+        for f in files:
+            for k, v in safetensors_header(f).items():
+                if k != "__metadata__":
+                    total += math.prod(v["shape"])
+        return total or None
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
 
 

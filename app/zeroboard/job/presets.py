@@ -1,5 +1,8 @@
 """DeepSpeed presets: the four JSON files a course reader looks for in cache/.
 
+Their content is :func:`~zeroboard.job.placement.preset` (with the rule of what offload moves); this module
+writes them, keeping hand edits.
+
 Values the HF Trainer knows better (batch sizes, accumulation, clipping,
 precision) are ``"auto"``; the Trainer fills them from the job at start.
 
@@ -17,62 +20,9 @@ from pathlib import Path
 
 from .. import files
 from ..words import Msg, say
+from .placement import preset, preset_name  # noqa: F401 - their content lives with the rule they follow
 
 MANIFEST = ".presets.json"
-
-
-def preset_name(stage: str, offload: bool) -> str:
-    return f"ds_z{stage}{'_offload' if offload else ''}_config.json"
-
-
-def preset(stage: str, offload: bool) -> dict:
-    """The DeepSpeed config for ZeRO stage 2 or 3, with or without CPU offload."""
-    if stage not in ("2", "3"):
-        raise ValueError(stage)  # a caller's bug: the spec only has none, 2 and 3
-    zero: dict = {"stage": int(stage)}
-    if stage == "2":
-        zero.update(
-            allgather_partitions=True,
-            allgather_bucket_size=500_000_000,
-            overlap_comm=True,
-            reduce_scatter=True,
-            reduce_bucket_size=500_000_000,
-            contiguous_gradients=True,
-            round_robin_gradients=True,
-        )
-    else:
-        zero.update(
-            overlap_comm=True,
-            contiguous_gradients=True,
-            sub_group_size=1_000_000_000,
-            reduce_bucket_size="auto",
-            stage3_prefetch_bucket_size="auto",
-            stage3_param_persistence_threshold="auto",
-            stage3_max_live_parameters=1_000_000_000,
-            stage3_max_reuse_distance=1_000_000_000,
-            stage3_gather_16bit_weights_on_model_save=True,
-        )
-    if offload:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-        if stage == "3":
-            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    return {
-        "train_batch_size": "auto",
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "zero_allow_untested_optimizer": True,
-        "fp16": {
-            "enabled": "auto",
-            "loss_scale": 0,
-            "loss_scale_window": 1000,
-            "initial_scale_power": 16,
-            "hysteresis": 2,
-            "min_loss_scale": 1,
-        },
-        "bf16": {"enabled": "auto"},
-        "zero_optimization": zero,
-    }
 
 
 ALL = [(s, o) for s in ("2", "3") for o in (False, True)]

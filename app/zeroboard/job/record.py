@@ -5,21 +5,35 @@ its outputs: the job as asked for and as resolved, the exact command, the
 DeepSpeed config, the plan, the supervisor's state, the launcher's log, the
 event stream and the result.  Their names live here, in one place.
 
-The event stream is JSON lines in ``OUTPUT_DIR/events.jsonl``, written by the trainer (rank 0 for progress, any rank for its own error),
-read incrementally by the CLI and the web UI.  Kinds:
+The event stream is JSON lines in ``OUTPUT_DIR/events.jsonl``, written by the trainer (rank 0 for progress, any
+rank for its own error), read incrementally by the CLI and the web UI.  Each line is one JSON object: ``v`` (the
+format's version), ``event`` (its kind), ``time`` (seconds since the epoch), and the kind's fields:
 
 - ``compile``: op (a DeepSpeed op rank 0 compiles before training; first use on this machine only)
 - ``compiled``: op, seconds
 - ``stale_lock``: op (the build lock a stopped compile left was removed)
-- ``start``: world_size, devices (one entry per rank), total_steps
-- ``log``: step, total_steps, loss, lr, epoch, tokens_per_sec, elapsed, eta, memory (per rank)
+- ``trackers``: trackers (one per experiment tracker: tracker, path, open -- where it writes, the command that
+  shows it), before anything else is loaded
 - ``data``: rank, built (this rank tokenized; False: it read the cache), seconds, samples, eval_samples, tokens,
   truncated, answer_lost, skipped, cache (one per rank)
+- ``start``: world_size, devices (one entry per rank), total_steps, since_launch, speedups
+- ``log``: step, total_steps, loss, lr, epoch, grad_norm, tokens_per_sec, tokens, elapsed, eta, memory (per rank)
 - ``eval``: step, total_steps, eval_loss, runtime, samples_per_second
 - ``save``: step, path
+- ``stop``: step, total_steps ("save and stop" was asked for: a checkpoint, then the final result)
 - ``memory``: step, memory (per rank), at the end of training: the run's peaks
 - ``end``: status ("finished"), result (what was saved)
 - ``error``: rank, message, traceback
+
+``events.schema.json`` (next to this module) checks a line of any version; ``docs/en/events.md`` describes the
+format for readers of their own.  Versions:
+
+- 1: no ``v`` field (ZeroBoard up to commit c5a4bbe).
+- 2: ``v`` on every line; the ``trackers`` kind, and ``trackers`` in the end's result.
+
+Readers go through :func:`parse` (or :func:`read_events`), which reads every version this project has written
+and hands each event over in the current format, its ``v`` saying which version it was written in.  A new version
+adds kinds or fields; one that renames or removes a field adds a step to ``UPGRADES`` that rewrites older lines.
 """
 
 from __future__ import annotations
@@ -27,9 +41,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 EVENTS_FILE = "events.jsonl"
+VERSION = 2  # of the event lines this ZeroBoard writes (see above)
+SCHEMA_FILE = Path(__file__).with_name("events.schema.json")
 JOB_FILE = "job.yaml"  # the job as the trainer resolved it
 SPEC_FILE = "job.requested.yaml"  # the job as it was asked for
 OWNER_FILE = "zeroboard_run.json"  # the ownership marker: written first, names the run id the runs index holds
@@ -43,11 +60,13 @@ TRAIN_LOG = "train.log"  # rank 0's own log
 PLAN_FILE = "plan.json"  # the memory plan made at launch
 RESULT_FILE = "zeroboard_result.json"  # what was saved, written last by a finished run
 STOP_REQUEST = "stop.request"  # "save and stop": asked for by a manager, read by every rank at its next log
+SBATCH_FILE = "job.sbatch"  # a Slurm job: the script submitted
 DS_CONFIG_FILE = "ds_config.json"
 DS_RESOLVED_FILE = "ds_config.resolved.json"
+WORKER_FILE = "worker.json"  # a chat worker's own word: loading or ready, what it holds, its memory, where it listens
 # every file ZeroBoard itself writes into a run folder: a folder holding only these (and checkpoints) is a run's
 RECORD_FILES = (OWNER_FILE, EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, STATE_LOCK,
-                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE)
+                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE, SBATCH_FILE)
 
 
 class EventWriter:
@@ -56,7 +75,7 @@ class EventWriter:
         self.rank = rank
 
     def emit(self, kind: str, **fields) -> dict:
-        event = {"event": kind, "time": time.time(), **fields}
+        event = {"v": VERSION, "event": kind, "time": time.time(), **fields}
         line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One write() of an O_APPEND file: lines of different ranks do not interleave.
@@ -101,14 +120,37 @@ class Tail:
         return [ln.decode("utf-8", errors="replace") for ln in lines]
 
 
+def _v1_to_v2(event: dict) -> dict:
+    if event.get("event") == "end" and isinstance(event.get("result"), dict):
+        event["result"].setdefault("trackers", [])  # a run before trackers used none
+    return event
+
+
+# version -> how an event of that version becomes one of the next
+UPGRADES: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+
+
+def upgrade(event: dict) -> dict:
+    """An event of any version this project wrote, in the current format; ``v``: the version it was written in."""
+    written = event.get("v", 1)
+    event.setdefault("v", written)
+    version = written if isinstance(written, int) else VERSION
+    while version < VERSION:
+        event = UPGRADES.get(version, lambda e: e)(event)
+        version += 1
+    return event
+
+
 def parse(lines: list[str]) -> list[dict]:
-    """Events from JSON lines (a malformed line, such as one cut by a crash, is skipped)."""
+    """Events from JSON lines of any version (a malformed line, such as one cut by a crash, is skipped)."""
     out = []
     for line in lines:
         try:
-            out.append(json.loads(line))
+            event = json.loads(line)
         except ValueError:
             continue
+        if isinstance(event, dict):
+            out.append(upgrade(event))
     return out
 
 

@@ -5,7 +5,9 @@ by anyone, written only through :class:`Registry`, under an exclusive file
 lock held for the read-modify-write alone (never across a wait).  Each entry
 knows its run folder, who started it, its supervisor (pid and start time),
 the devices it reserved, and -- only when its supervisor is gone without
-recording the end itself -- the outcome a manager found.
+recording the end itself -- the outcome a manager found.  An entry's ``kind``
+is ``train`` (a training run; older entries have none) or ``chat`` (a chat
+worker: a job that holds devices like a run, listed apart and removed when it ends).
 """
 
 from __future__ import annotations
@@ -76,8 +78,9 @@ class Registry:
         key = str(run_dir)
         return next((e for e in self.entries() if e.get("run_dir") == key), None)
 
-    def run_dirs(self) -> list[str]:
-        return [e["run_dir"] for e in self.entries() if e.get("run_dir")]
+    def run_dirs(self, kind: str = "train") -> list[str]:
+        """The folders of this kind's jobs (training runs by default), newest first."""
+        return [e["run_dir"] for e in self.entries() if e.get("run_dir") and e.get("kind", "train") == kind]
 
     def _write(self, runs: list[dict]) -> None:
         try:
@@ -100,6 +103,7 @@ class Registry:
             self._write(runs)
 
     def remove(self, run_dir: str | Path) -> None:
-        """Drop one run's entry (its folder was deleted). Call under :meth:`locked` with the check that allowed it."""
+        """Drop one run's entry (its folder was deleted, a chat worker ended); take the lock first (with the check
+        that allowed it), or let this take it."""
         with self.locked():
             self._write([e for e in self.entries() if e.get("run_dir") != str(run_dir)])

@@ -3,9 +3,10 @@
 The ``tokenizers`` library reads ``tokenizer.json`` directly (no transformers,
 so the web server stays light); the chat template is rendered with the same
 Jinja rules transformers uses (``data.chat``), a named template (chatml,
-llama3, ...) with its special tokens added as the trainer adds them.  A sample "loses its answer"
-when the prompt before its first answer already fills ``cutoff_len``: the
-trainer would then learn nothing from it.
+llama3, ...) with its special tokens added as the trainer adds them, and
+tokenized and cut as the trainer does (``data.tokens``).  A sample "loses its
+answer" when the cut leaves none of its answers: the trainer would then learn
+nothing from it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import chat
+from ..data import chat, tokens
 from ..data.convert import Chat
 
 SAMPLE = 64  # samples per dataset looked at before launch
@@ -24,8 +25,8 @@ SAMPLE = 64  # samples per dataset looked at before launch
 @dataclass
 class CutoffCount:
     seen: int = 0
-    truncated: int = 0  # longer than cutoff_len: their end is cut
-    answer_lost: int = 0  # the prompt alone fills cutoff_len: nothing left to learn
+    truncated: int = 0  # longer than cutoff_len: cut
+    answer_lost: int = 0  # the cut leaves no answer: nothing left to learn
 
 
 @functools.lru_cache(maxsize=4)
@@ -84,31 +85,24 @@ def _with_tokens(tok, tokens: tuple[str, ...]):
     return copy
 
 
-def count(convs: list[Chat], model_dir: Path, template: str, cutoff_len: int) -> CutoffCount | None:
+def count(convs: list[Chat], model_dir: Path, template: str, cutoff_len: int,
+          truncation: tokens.Rule = "proportional") -> CutoffCount | None:
     """How many of these samples the cutoff truncates, and how many lose their whole answer (None: no tokenizer)."""
     loaded = tokenizer_for(model_dir)
     resolved = _template(loaded, template) if loaded is not None else None
     if resolved is None:
         return None
-    tok, jinja, special, named = resolved
+    tok, jinja, special, _ = resolved
     out = CutoffCount()
-
-    def text(c: Chat, upto: int | None, gen: bool) -> str:
-        conv = c.messages if upto is None else c.messages[:upto]
-        if named:
-            return chat.render_template(chat.with_tools(conv, c.tools), jinja, special, add_generation_prompt=gen)
-        return chat.render_template(conv, jinja, special, add_generation_prompt=gen, tools=c.tools)
-
-    for c in convs:
-        first = next((i for i, m in enumerate(c.messages) if m["role"] == "assistant"), None)
-        if first is None:
-            continue
-        try:
-            full = len(tok.encode(text(c, None, False), add_special_tokens=False).ids)
-            prompt = len(tok.encode(text(c, first, True), add_special_tokens=False).ids)
-        except Exception:  # a template this renderer cannot follow: leave the verdict to the trainer
-            return None
+    try:
+        renderer = chat.Renderer.for_template(jinja, special)
+        layouts = [renderer.layout(c.messages, c.tools) for c in convs
+                   if any(m["role"] == "assistant" for m in c.messages)]
+        encoded = tokens.encode(layouts, lambda texts: tok.encode_batch(texts, add_special_tokens=False))
+    except Exception:  # a template this renderer cannot follow: leave the verdict to the trainer
+        return None
+    for ids, ranges in encoded:
         out.seen += 1
-        out.truncated += full > cutoff_len
-        out.answer_lost += prompt >= cutoff_len
+        out.truncated += len(ids) > cutoff_len
+        out.answer_lost += not any(learn for _, _, learn in tokens.kept(len(ids), ranges, cutoff_len, truncation))
     return out

@@ -2,9 +2,12 @@
 
 Everything else derives from :class:`JobSpec`: the YAML files, the trainer's
 command-line flags, the preview command, the saved run record and the web
-form.  Each field carries its form section in ``metadata``; its label and
-help live in the catalog (``words.fields``), keyed by the field's name;
-choices are ``Literal`` types, read back with :func:`choices`.
+form.  Each field carries in ``metadata`` its form section and where it goes
+(``to``: the Trainer arguments it sets, or the part of ZeroBoard that reads it,
+see :mod:`.mapping`); the trainer's arguments and the arguments the job owns
+are generated from that (:func:`trainer_arguments`, :func:`owned_arguments`).
+Its label and help live in the catalog (``words.fields``), keyed by the
+field's name; choices are ``Literal`` types, read back with :func:`choices`.
 
 This module must stay light (no torch, no transformers): the web server
 imports it.
@@ -24,16 +27,21 @@ import yaml
 
 from .. import safeload
 from ..words import Msg, help_text as _help, say
+from . import mapping
+from .mapping import own, trainer
 
 FinetuningType = Literal["lora", "full"]
 Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
-Launcher = Literal["torchrun", "deepspeed"]
+Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
 Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
 OnOff = Literal["auto", "on", "off"]
+Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+MasterWeights = Literal["auto", "split", "fp32"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
+Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "swanlab"]  # each offered when its package is installed
 
 # The longest text a field takes: paths (PATH_MAX is 4096 bytes on Linux), names, the extra arguments' JSON.
 # A longer value is a mistake (a pasted file), refused by name before anything reads it.
@@ -46,9 +54,10 @@ DEMO_DATA_DIR = "cache/demo/data"
 DEMO_JOB = "examples/demo.yaml"
 
 
-def _f(default: Any, section: str, launch_only: bool = False, **kw: Any) -> Any:
-    """A spec field: default and form section; launch_only fields stay with the launcher."""
-    meta = {"section": section, "launch_only": launch_only}
+def _f(default: Any, section: str, launch_only: bool = False, to: mapping.To | None = None, **kw: Any) -> Any:
+    """A spec field: default, form section, and where it goes (``to``: :mod:`.mapping`); launch_only fields stay
+    with the launcher (they are no flag of the trainer's)."""
+    meta = {"section": section, "launch_only": launch_only, "to": to}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
     return field(default=default, metadata=meta, **kw)
@@ -57,61 +66,72 @@ def _f(default: Any, section: str, launch_only: bool = False, **kw: Any) -> Any:
 @dataclass
 class JobSpec:
     # --- model -----------------------------------------------------------------
-    model_name_or_path: str = _f(DEMO_MODEL, "model")
-    finetuning_type: FinetuningType = _f("lora", "model")
+    model_name_or_path: str = _f(DEMO_MODEL, "model", to=own("model"))
+    finetuning_type: FinetuningType = _f("lora", "model", to=own("model"))
     # --- data ------------------------------------------------------------------
-    dataset_dir: str = _f(DEMO_DATA_DIR, "data")
-    dataset: list[str] = _f(["identity", "demo_alpaca"], "data")
-    template: Template = _f("auto", "data")
-    cutoff_len: int = _f(128, "data")
-    max_samples: int = _f(0, "data")
-    val_size: float = _f(0.0, "data")
-    eval_dataset: list[str] = _f([], "data")
-    preprocessing_num_workers: int = _f(0, "data")
-    overwrite_cache: bool = _f(False, "data")
+    dataset_dir: str = _f(DEMO_DATA_DIR, "data", to=own("data"))
+    dataset: list[str] = _f(["identity", "demo_alpaca"], "data", to=own("data"))
+    template: Template = _f("auto", "data", to=own("data"))
+    cutoff_len: int = _f(128, "data", to=own("data"))
+    truncation: Truncation = _f("proportional", "data", to=own("data"))
+    max_samples: int = _f(0, "data", to=own("data"))
+    val_size: float = _f(0.0, "data", to=own("data"))
+    eval_dataset: list[str] = _f([], "data", to=own("data"))
+    preprocessing_num_workers: int = _f(0, "data", to=own("data"))
+    overwrite_cache: bool = _f(False, "data", to=own("data"))
     # --- hyperparameters -------------------------------------------------------
-    learning_rate: float = _f(5e-5, "train")
-    num_train_epochs: float = _f(3.0, "train")
-    max_steps: int = _f(0, "train")
-    lr_scheduler_type: Scheduler = _f("cosine", "train")
-    warmup_steps: float = _f(0.0, "train")
-    per_device_train_batch_size: int = _f(4, "train")
-    per_device_eval_batch_size: int = _f(4, "train")
-    gradient_accumulation_steps: int = _f(1, "train")
-    max_grad_norm: float = _f(1.0, "train")
-    weight_decay: float = _f(0.0, "train")
-    precision: Precision = _f("auto", "train")
-    gradient_checkpointing: bool = _f(False, "train")
-    logging_steps: int = _f(5, "train")
-    save_steps: int = _f(0, "train")
-    eval_steps: int = _f(0, "train")
-    seed: int = _f(42, "train")
+    learning_rate: float = _f(5e-5, "train", to=trainer("learning_rate"))
+    num_train_epochs: float = _f(3.0, "train", to=trainer("num_train_epochs"))
+    max_steps: int = _f(0, "train", to=trainer("max_steps", value=mapping.max_steps))
+    lr_scheduler_type: Scheduler = _f("cosine", "train", to=trainer("lr_scheduler_type"))
+    warmup_steps: float = _f(0.0, "train", to=trainer("warmup_steps"))
+    per_device_train_batch_size: int = _f(4, "train", to=trainer("per_device_train_batch_size"))
+    per_device_eval_batch_size: int = _f(4, "train", to=trainer("per_device_eval_batch_size"))
+    gradient_accumulation_steps: int = _f(1, "train", to=trainer("gradient_accumulation_steps"))
+    max_grad_norm: float = _f(1.0, "train", to=trainer("max_grad_norm"))
+    weight_decay: float = _f(0.0, "train", to=trainer("weight_decay"))
+    precision: Precision = _f("auto", "train", to=trainer("bf16", "fp16", value=mapping.precision, own="model"))
+    gradient_checkpointing: bool = _f(False, "train", to=trainer("gradient_checkpointing", own="model"))
+    logging_steps: int = _f(5, "train", to=trainer("logging_steps"))
+    save_steps: int = _f(0, "train", to=trainer("save_strategy", "save_steps", value=mapping.save_steps))
+    eval_steps: int = _f(0, "train", to=trainer("eval_strategy", "eval_steps", value=mapping.eval_steps))
+    seed: int = _f(42, "train", to=trainer("seed", own="data"))
     # --- speed-ups -------------------------------------------------------------
-    liger_kernel: OnOff = _f("auto", "speed")
-    attn_implementation: Attention = _f("auto", "speed")
-    packing: bool = _f(False, "speed")
-    pure_bf16: bool = _f(False, "speed")
+    liger_kernel: OnOff = _f("auto", "speed", to=trainer("use_liger_kernel", "liger_kernel_config", value=mapping.liger))
+    attn_implementation: Attention = _f("auto", "speed", to=own("model"))
+    packing: bool = _f(False, "speed", to=own("data"))
+    pure_bf16: bool = _f(False, "speed", to=own("model"))
+    master_weights: MasterWeights = _f("auto", "speed", to=own("model"))
     # --- LoRA ------------------------------------------------------------------
-    lora_rank: int = _f(8, "lora")
-    lora_alpha: int = _f(16, "lora")
-    lora_dropout: float = _f(0.0, "lora")
-    lora_target: list[str] = _f(["all"], "lora")
+    lora_rank: int = _f(8, "lora", to=own("model"))
+    lora_alpha: int = _f(16, "lora", to=own("model"))
+    lora_dropout: float = _f(0.0, "lora", to=own("model"))
+    lora_target: list[str] = _f(["all"], "lora", to=own("model"))
     # --- output ----------------------------------------------------------------
-    output_dir: str = _f("runs/demo", "output")
-    resume: bool = _f(False, "output")
+    output_dir: str = _f("runs/demo", "output", to=trainer("output_dir", own="run"))
+    resume: bool = _f(False, "output", to=own("run"))
+    report_to: Tracker = _f("none", "output", to=trainer("report_to", own="run"))
     # --- devices and DeepSpeed -------------------------------------------------
-    device_type: DeviceType = _f("auto", "devices")
-    gpu_ids: list[int] = _f([], "devices", launch_only=True)
-    num_processes: int = _f(2, "devices", launch_only=True)
-    deepspeed_stage: Stage = _f("none", "devices")
-    offload: bool = _f(False, "devices")
-    launcher: Launcher = _f("torchrun", "devices", launch_only=True)
-    num_nodes: int = _f(1, "devices", launch_only=True)
-    node_rank: int = _f(0, "devices", launch_only=True)
-    master_addr: str = _f("127.0.0.1", "devices", launch_only=True)
-    master_port: int = _f(0, "devices", launch_only=True)
-    deepspeed: str = _f("", "devices")
-    extra_args: dict[str, Any] = _f({}, "devices")
+    device_type: DeviceType = _f("auto", "devices", to=trainer("use_cpu", "ddp_backend", value=mapping.device_type,
+                                                                   own="launch"))
+    gpu_ids: list[int] = _f([], "devices", launch_only=True, to=own("launch"))
+    num_processes: int = _f(2, "devices", launch_only=True, to=own("launch"))
+    deepspeed_stage: Stage = _f("none", "devices", to=own("launch"))
+    offload: bool = _f(False, "devices", to=own("launch"))
+    launcher: Launcher = _f("torchrun", "devices", launch_only=True, to=own("launch"))
+    num_nodes: int = _f(1, "devices", launch_only=True, to=own("launch"))
+    node_rank: int = _f(0, "devices", launch_only=True, to=own("launch"))
+    master_addr: str = _f("127.0.0.1", "devices", launch_only=True, to=own("launch"))
+    master_port: int = _f(0, "devices", launch_only=True, to=own("launch"))
+    deepspeed: str = _f("", "devices", to=trainer("deepspeed", value=mapping.deepspeed, own="launch"))
+    extra_args: dict[str, Any] = _f({}, "devices", to=trainer(value=mapping.extra_args, extra=True))
+    # --- a Slurm cluster (launcher: slurm) ---------------------------------------
+    slurm_partition: str = _f("", "devices", launch_only=True, to=own("launch"))
+    slurm_gpus_per_node: int = _f(0, "devices", launch_only=True, to=own("launch"))
+    slurm_cpus_per_task: int = _f(0, "devices", launch_only=True, to=own("launch"))
+    slurm_time: str = _f("", "devices", launch_only=True, to=own("launch"))
+    slurm_account: str = _f("", "devices", launch_only=True, to=own("launch"))
+    slurm_extra: list[str] = _f([], "devices", launch_only=True, to=own("launch"))
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(JobSpec)}
@@ -134,6 +154,24 @@ def defaults() -> JobSpec:
 
 def help_text(name: str) -> str:
     return _help(name)
+
+
+def destination(name: str) -> mapping.To:
+    """Where a field goes, as its definition declares (an empty ``To`` when it declares nothing)."""
+    return FIELDS[name].metadata["to"] or mapping.To()
+
+
+def trainer_arguments(job: JobSpec, resolved: mapping.Resolved) -> dict[str, Any]:
+    """The TrainingArguments every field sets, in schema order (``extra_args`` last), from the fields' declarations."""
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        out.update(destination(name).arguments(name, job, resolved))
+    return out
+
+
+def owned_arguments() -> dict[str, str]:
+    """TrainingArguments a field of the job sets -> that field (``extra_args`` may not set them)."""
+    return {arg: name for name in FIELDS for arg in destination(name).args}
 
 
 # --- conversion ----------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..job import folders, record, spec as specmod
+from ..job import folders, record, spec as specmod, trackers as jobtrackers
 from ..words import say, tr
 
 STEP_DIR = re.compile(r"^global_step(\d+)$")
@@ -40,6 +40,7 @@ class Inspection:
     base_model: str | None
     items: list[Item] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    trackers: list[dict] = field(default_factory=list)  # tracker, path, open: where each tracker wrote, how to open it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,6 +59,7 @@ class Inspection:
         for i in self.items:
             step = t("out.step", step=i.step) if i.step is not None else ""
             lines.append(f"  - {t(f'out.kind.{i.kind}')}{step}: {i.path}\n      {tr(i.what, lang)}")
+        lines += [t("out.tracker", tracker=w["tracker"], path=w["path"], open=w["open"]) for w in self.trackers]
         lines += [f"  ! {tr(p, lang)}" for p in self.problems]
         return "\n".join(lines)
 
@@ -117,7 +119,7 @@ def inspect(run_dir: str | Path) -> Inspection:
         except ValueError:
             raise OutputError(say("out.result_not_json", path=str(d / record.RESULT_FILE))) from None
     base = (result or {}).get("base_model") or job_model(d)
-    ins = Inspection(str(d), result, base)
+    ins = Inspection(str(d), result, base, trackers=written_trackers(d))
     ins.items += _describe(d, base, (result or {}).get("global_step"), final=True)  # the dir itself
     done, partial = folders.checkpoints(d)
     for c in done:
@@ -134,6 +136,11 @@ def inspect(run_dir: str | Path) -> Inspection:
     if not ins.items:
         raise OutputError(say("out.nothing_there", path=str(d)))
     return ins
+
+
+def written_trackers(d: Path) -> list[dict]:
+    """Where the run's experiment trackers wrote (those whose folder is there), and the command that opens each."""
+    return [w.to_dict() for w in jobtrackers.for_run(d) if Path(w.path).exists()]
 
 
 def job_model(d: Path) -> str | None:

@@ -3,6 +3,8 @@
 - :mod:`.shapes`: the model's layers from config.json
 - :mod:`.memory`: model states, activations and buffers of one setting
 - :mod:`.advice`: every setting's memory and the fastest that fits
+- :mod:`.speed`: seconds per optimizer step of a setting, from the pieces of a step measured on an H200
+- :mod:`.search`: ``--fit``: every stage x offload x micro-batch x checkpointing setting, fastest that fits first
 - :mod:`.report`: the plan in words (Markdown for the page, text for the terminal), English or Chinese
 - :mod:`.record`: plan.json in the run folder, and the measured peaks next to it
 
@@ -16,8 +18,8 @@ from dataclasses import replace
 from ..job import devices
 from ..job.spec import JobSpec
 from ..words import say, text, tr
-from . import advice, search as fitmod
-from .memory import CONTEXT, GIB, Plan, Setup, liger_on, plan_one, setup_of
+from . import advice, search as fitmod, speed
+from .memory import CONTEXT, GIB, Plan, Setup, liger_wanted, plan_one, setup_of, with_liger
 from .report import advice_text, render_markdown
 from .shapes import ModelShape, PlanError, read_model, shape_from_config
 
@@ -33,14 +35,19 @@ def _capacity(s: Setup, gpus: list[devices.Gpu], ids: list[int], host_available:
     return avail // s.world
 
 
+def rates(gpus: list[devices.Gpu], ids: list[int]) -> speed.Rates:
+    """How the chosen GPU's speed relates to the measured H200's (the first chosen; the planner plans alike ones)."""
+    chosen = [g for g in gpus if g.index in ids] or gpus
+    return speed.rates_for(chosen[0].name if chosen else None)
+
+
 def _setup(spec: JobSpec, gpus: list[devices.Gpu], shape: ModelShape, weights_16bit_without_ds: bool = False) -> Setup:
     s = setup_of(spec, gpus)
-    liger = liger_on(spec, s, shape.model_type)
-    return replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
-                   pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger=liger and shape.rms_norm and shape.gated,
-                   eager_attention=spec.attn_implementation == "eager" or (
-                       spec.attn_implementation == "auto" and shape.eager_default),
-                   fused_loss=liger and s.stage != "3" and not (s.finetuning == "lora" and "lm_head" in s.lora_target))
+    s = replace(s, weights_16bit_without_ds=weights_16bit_without_ds,
+                pure_bf16=spec.pure_bf16 and s.half and not s.deepspeed, liger_wanted=liger_wanted(spec, s.device),
+                eager_attention=spec.attn_implementation == "eager" or (
+                    spec.attn_implementation == "auto" and shape.eager_default))
+    return with_liger(shape, s)
 
 
 def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_available: int | None = None,
@@ -59,7 +66,8 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     plan.capacity_bytes = _capacity(s, gpus, ids, host_available)
     plan.notes = [text(f"plan.note.{k}") for k in advice.note_keys(plan)]
     if s.device == "cuda" and not spec.deepspeed:
-        plan.alternatives, plan.advice = advice.recommend(shape, s, plan.capacity_bytes)
+        plan.alternatives, plan.advice = advice.recommend(shape, s, plan.capacity_bytes, rates(gpus, ids))
+        plan.speed = fitmod.compare(shape, s, plan.capacity_bytes, rates(gpus, ids))
     elif plan.fits is False:
         plan.advice = {"kind": "ram_does_not_fit"}
     plan.recommendation = advice_text(plan.advice)
@@ -78,7 +86,7 @@ def fit(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, model: ModelSha
     if s.device != "cuda":
         raise PlanError(say("plan.fit_gpu_only"))
     ids = spec.gpu_ids or [g.index for g in gpus]
-    return fitmod.search(shape, s, spec.gradient_accumulation_steps, _capacity(s, gpus, ids, None))
+    return fitmod.search(shape, s, spec.gradient_accumulation_steps, _capacity(s, gpus, ids, None), rates=rates(gpus, ids))
 
 
 def panel(spec: JobSpec | None, gpus: list[devices.Gpu], lang: str = "en") -> str:

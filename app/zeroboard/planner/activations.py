@@ -30,10 +30,12 @@ class ActMode:
     lora: bool
     adapters32: bool = False  # fp32 LoRA weights in a 16-bit model (ZeRO-3): peft casts each adapter input to fp32
     saves_frozen_inputs: bool = False  # ZeRO-3 replaces F.linear by a function that always saves its input
-    liger: bool = False  # Liger's RMSNorm (saves its input + 1/rms) and SwiGLU/GEGLU (saves gate and up)
+    liger: bool = False  # Liger's RMSNorm (saves its input + 1/rms)
+    liger_mlp: bool = False  # Liger's SwiGLU/GeGLU (saves gate and up, recomputes the activation)
     masked: bool = False  # padded or packed micro-batches: SDPA gets a mask (repeat_kv, memory-efficient kernel)
     seq: int = 0  # T, for the mask's bias
     eager: bool = False  # eager attention: scores and probabilities as seq x seq matrices
+    cuda: bool = True  # the kernels a GPU runs (a dropout keeps a boolean mask there)
 
     @property
     def e(self) -> int:
@@ -110,7 +112,8 @@ def qk_norm_bytes(shape: ModelShape, m: ActMode) -> int:
         return 0
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     per = m.e if m.liger else 4  # HF's norm keeps an fp32 copy
-    return per * (q + kv) + 4 * (shape.heads + shape.kv_heads)
+    normalized = m.e * (q + kv) if not m.lora and not m.liger else 0  # HF's: x/rms for its weight's gradient
+    return per * (q + kv) + 4 * (shape.heads + shape.kv_heads) + normalized
 
 
 def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int) -> int:
@@ -120,14 +123,22 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
     q = shape.heads * shape.head_dim
     targeted = {lin.name for lin in lora_targets(shape, targets)} if m.lora else set()
     by_role = {r: [lin for lin in shape.linears if lin.role == r] for r in ("in_attn", "out_attn", "in_mlp", "out_mlp")}
-    total = norm_block(shape.hidden, by_role["in_attn"], targeted, m, shape.rms_norm)
-    total += norm_block(shape.hidden, by_role["in_mlp"], targeted, m, shape.rms_norm)
+    if shape.parallel:  # one norm, read by the attention's and the MLP's input projections alike
+        total = norm_block(shape.hidden, by_role["in_attn"] + by_role["in_mlp"], targeted, m, shape.rms_norm)
+    else:
+        total = norm_block(shape.hidden, by_role["in_attn"], targeted, m, shape.rms_norm)
+        total += norm_block(shape.hidden, by_role["in_mlp"], targeted, m, shape.rms_norm)
     total += attention_bytes(shape, m) + qk_norm_bytes(shape, m)
     total += shape.post_norms * norm_own(shape.hidden, m, shape.rms_norm)  # nothing reads their output but the sum
     if m.lora and any(lin.name in targeted for lin in by_role["out_attn"]):
         total += 4 * q if m.adapters32 else (2 * q if m.kind == "autocast" else 0)
     # gated: gate, act(gate), up (Liger's kernels recompute act(gate)); plain: fc1's output (kept by the activation)
-    total += e * inter * ((2 if m.liger else 3) if shape.gated else 1)
+    total += e * inter * ((2 if m.liger_mlp else 3) if shape.gated else 1)
+    total += e * inter * shape.act_extra  # gelu_new's tanh output, 0.5·x and 1 + tanh
+    # each dropout's mask: CUDA's fused kernel keeps a 1-byte boolean, the CPU path the scaled noise in x's dtype
+    total += shape.resid_dropouts * shape.hidden * (1 if m.cuda else m.e_res)
+    if shape.parallel and shape.fused_qkv is False and shape.rotary:
+        total += e * q  # Phi's attention output is copied (reshape + contiguous) before its dense projection
     down_hit = m.lora and any(lin.name in targeted for lin in by_role["out_mlp"])
     if not m.lora or m.saves_frozen_inputs:
         total += e * inter  # down_proj's input
@@ -141,11 +152,13 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
 
 
 def outside_bytes(shape: ModelShape, m: ActMode) -> int:
-    """Per token outside the layers: the final norm's own saves, ids/labels/mask, RoPE's cos and sin (fp32).
+    """Per token outside the layers: the final norm's own saves, ids/labels/mask, RoPE's cos and sin (fp32), the
+    boolean attention mask (T a token) when there is one, the embeddings' dropout mask.
 
     The head's input is counted with the loss (the fused loss keeps none of it)."""
     rope = 8 * shape.head_dim if shape.rotary else 0
-    return norm_own(shape.hidden, m, shape.rms_norm) + MISC_TOKEN_BYTES + rope + (m.seq if m.masked else 0)
+    return (norm_own(shape.hidden, m, shape.rms_norm) + MISC_TOKEN_BYTES + rope + (m.seq if m.masked else 0)
+            + (shape.hidden * (1 if m.cuda else m.e_res) if shape.embd_dropout else 0))
 
 
 def next_pow2(n: int) -> int:
@@ -158,7 +171,8 @@ def flce_chunk(tokens: int, shape: ModelShape) -> int:
     return next_pow2(-(-tokens // inc))
 
 
-def loss_bytes(shape: ModelShape, m: ActMode, tokens: int, fused: bool, head_trains: bool) -> dict[str, int]:
+def loss_bytes(shape: ModelShape, m: ActMode, tokens: int, fused: bool, head_trains: bool,
+               liger_ce: bool = False) -> dict[str, int]:
     """The loss's buffers: ``forward`` (its peak inside the loss), ``kept`` (alive into backward), ``backward``
     (its peak at the start of backward), all in bytes for one micro-batch.
 
@@ -174,6 +188,8 @@ def loss_bytes(shape: ModelShape, m: ActMode, tokens: int, fused: bool, head_tra
     if not fused:  # the head saves its (16-bit) input for its weight's gradient
         kept = m.e * t * h if head_trains or m.saves_frozen_inputs else 0
         kept += m.e * t * v if shape.final_softcap else 0
+        if liger_ce:  # the 16-bit logits and their fp32 copy, into which Liger writes the gradient in the forward pass
+            return {"forward": kept + 6 * t * v, "kept": kept, "backward": kept + 8 * t * v}
         return {"forward": kept + 10 * t * v, "kept": kept, "backward": kept + 12 * t * v}
     c = flce_chunk(t, shape)
     w16 = m.kind != "autocast"  # 16-bit (or fp32 without autocast) weights: no cast

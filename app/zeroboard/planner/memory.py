@@ -18,9 +18,9 @@ measured on an H200 (benchmarks/planner_heldout.py, calibration set) and is the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from ..job import checks, devices, modelinfo, placement
+from ..job import devices, dstune, liger as ligerinfo, placement, weights as weightsmod
 from ..job.spec import JobSpec
 from ..words import text
 from . import activations as act
@@ -75,14 +75,33 @@ class Setup:
     max_live_params: int = 1_000_000_000
     weights_16bit_without_ds: bool = False  # a script that loads the model in 16 bit (the reference table)
     pure_bf16: bool = False  # the job's pure_bf16: 16-bit weights, adapters and AdamW states, no master copy
-    liger: bool = False  # Liger's RMSNorm / SwiGLU kernels: they save less for the backward pass
+    liger: bool = False  # Liger's RMSNorm: it saves its input and 1/rms only (job.liger: what Liger applies)
     eager_attention: bool = False  # eager attention (chosen, or the model's default): seq x seq scores per layer
     fused_loss: bool = False  # Liger's fused linear cross-entropy: the logits are never materialized
+    liger_mlp: bool = False  # Liger's SwiGLU / GeGLU: the activation is recomputed in backward
+    liger_ce: bool = False  # Liger's (unfused) cross-entropy: the gradient written into the fp32 logits
+    liger_wanted: bool = False  # the trainer will patch with Liger (on, or auto with Liger installed, on a GPU)
+    accumulation: int = 1  # gradient accumulation steps
     offload_requested: bool = False  # the DeepSpeed config offloads (on CPU processes that moves nothing)
     masked: bool = False  # padded (micro-batch > 1) or packed batches: attention carries a mask
     reduce_bucket: int = 0  # DeepSpeed's reduce_bucket_size in elements (0: the preset's, or H² when "auto")
     sub_group: int = 1_000_000_000  # ZeRO-3 sub_group_size
     reuse_distance: int = 1_000_000_000  # ZeRO-3 stage3_max_reuse_distance
+    overlap_comm: bool = True  # DeepSpeed's overlap_comm (job.dstune turns it off on one GPU)
+    master_weights: str = "auto"  # the job's master_weights (job.weights decides the mode with the rest)
+    own_optimizer: bool = False  # the job names its optimizer in extra_args
+
+    @property
+    def weights(self) -> str:
+        """How the trainer holds the weights for this setting (job.weights.MODES)."""
+        return weightsmod.mode(self.finetuning, self.precision, self.stage, self.pure_bf16, self.master_weights,
+                               self.accumulation, self.world, self.own_optimizer)
+
+    @property
+    def weights16(self) -> bool:
+        """16-bit weights without DeepSpeed: pure bf16, the split master, LoRA's bf16 base, or the reference script."""
+        return self.half and not self.deepspeed and (self.weights_16bit_without_ds
+                                                       or self.weights in ("pure_bf16", "split", "bf16_base"))
 
     @property
     def deepspeed(self) -> bool:
@@ -114,7 +133,11 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
     where = placement.place(spec, gpus)
     if where.ds_error is not None:
         raise PlanError(where.ds_error)
-    zero = (where.ds_config or {}).get("zero_optimization") or {}
+    config = where.ds_config
+    if config is not None:  # the values the run will use (job.dstune: one GPU)
+        config = dstune.for_run(config, where.ds_path, max(1, where.world_size), spec.model_name_or_path,
+                                spec.gradient_checkpointing, spec.finetuning_type == "lora")[0]
+    zero = (config or {}).get("zero_optimization") or {}
     zero = zero if isinstance(zero, dict) else {}
     number = lambda key, default: int(zero[key]) if isinstance(zero.get(key), (int, float)) else default  # noqa: E731
     on_gpu = where.kind == "cuda"
@@ -124,22 +147,25 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
                  number("stage3_max_live_parameters", 1_000_000_000), offload_requested=where.offload,
                  masked=spec.packing or spec.per_device_train_batch_size > 1,
                  reduce_bucket=number("reduce_bucket_size", 0), sub_group=number("sub_group_size", 1_000_000_000),
-                 reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000))
+                 reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000),
+                 accumulation=max(1, spec.gradient_accumulation_steps), overlap_comm=zero.get("overlap_comm") is not False,
+                 master_weights=spec.master_weights, own_optimizer="optim" in spec.extra_args)
 
 
 # --- activations ----------------------------------------------------------------------------
 
 def act_mode(s: Setup) -> ActMode:
     lora = s.finetuning == "lora"
-    common = dict(liger=s.liger, masked=s.masked, seq=s.seq, eager=s.eager_attention)
+    common = dict(liger=s.liger, liger_mlp=s.liger_mlp, masked=s.masked, seq=s.seq, eager=s.eager_attention,
+                  cuda=s.device == "cuda")
     if not s.half:
         return ActMode("fp32", lora, **common)
     if not s.deepspeed:
-        if s.pure_bf16:
+        if s.weights == "pure_bf16":
             return ActMode("pure16", lora, **common)
-        # ZeroBoard: fp32 weights + autocast. A 16-bit model + autocast behaves like pure16 for full
-        # fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
-        return ActMode("pure16" if s.weights_16bit_without_ds and not lora else "autocast", lora, **common)
+        # fp32 weights + autocast; a 16-bit model (the split master, LoRA's bf16 base) + autocast behaves like
+        # pure16 for full fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
+        return ActMode("pure16" if s.weights16 and not lora else "autocast", lora, **common)
     z3 = s.stage == "3"
     # The engine casts the module to 16 bit at ZeRO-0/1/2; at ZeRO-3 the adapters, created after
     # zero.Init, stay fp32 (seen on the H200: +24h+4I bytes per token and layer).
@@ -151,19 +177,26 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     m = act_mode(s)
     t = s.tokens
     per_layer = act.layer_act_bytes(shape, m, list(s.lora_target), s.lora_rank)
+    # a sliding-window layer gets a mask once the sequence reaches the window (transformers' masking_utils: the
+    # causal shortcut is skipped when kv_length >= the window): SDPA's masked kernel, k and v repeated, the bias
+    slides = shape.sliding_layers if shape.sliding_window and s.seq >= shape.sliding_window and not m.masked else 0
+    per_sliding = act.layer_act_bytes(shape, replace(m, masked=True), list(s.lora_target), s.lora_rank) if slides else 0
     recompute = 0
     if s.checkpointing:  # each layer keeps its input; backward recomputes one layer at a time
         layers = t * shape.layers * m.e_res * shape.hidden
         # that layer's saved tensors, and its backward's: the gradient of its input and of the MLP's inner width
-        recompute = t * (per_layer + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
+        recompute = t * (max(per_layer, per_sliding) + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
     else:
-        layers = t * shape.layers * per_layer
+        layers = t * ((shape.layers - slides) * per_layer + slides * per_sliding)
     copies = {"forward": 0, "backward": 0}
-    if m.kind == "autocast" and not s.weights_16bit_without_ds:
+    if m.kind == "autocast" and not s.weights16:
         copies = act.autocast_copies(shape, s.finetuning == "lora", s.checkpointing)
     head_trains = s.finetuning == "full" or "lm_head" in s.lora_target
-    loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains)
-    return {"layers": layers, "other": t * act.outside_bytes(shape, m), "recompute": recompute,
+    loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains, s.liger_ce)
+    # the sliding layers' boolean mask: alone at micro-batch 1, beside the full layers' mask when padded or packed
+    two_kinds = m.masked and 0 < shape.sliding_layers < shape.layers and s.seq >= shape.sliding_window
+    other = t * (act.outside_bytes(shape, m) + (s.seq if slides or two_kinds else 0))
+    return {"layers": layers, "other": other, "recompute": recompute,
             "copies_forward": copies["forward"], "copies_backward": copies["backward"],
             "loss_forward": loss["forward"], "loss_kept": loss["kept"], "loss_backward": loss["backward"],
             "per_token_per_layer": per_layer}
@@ -199,6 +232,7 @@ class Plan:
     alternatives: list[dict] = field(default_factory=list)  # other settings: label, peak, fits
     recommendation: str = ""  # ``advice`` in English words (plan.json, the CLI)
     advice: dict = field(default_factory=dict)  # kind: keep | use | nothing_fits | ram_does_not_fit, and its settings
+    speed: dict | None = None  # expected tokens/s of this setting and of the fastest that fits (search.compare)
     moments: dict[str, int] = field(default_factory=dict)  # every moment's total, the peak among them
     slack_bytes: int = 0  # what NVML will show above the allocator's peak, besides the CUDA context
 
@@ -227,12 +261,19 @@ PHASES = ("forward", "backward", "step")
 
 def moments(shape: ModelShape, s: Setup, st, a: dict) -> dict[str, dict[str, int]]:
     """Each moment of a step, as parts (weights, gradients, optimizer states, activations, buffers)."""
-    base = {"weights": st.weights, "optimizer states": st.optimizer, "gradients": st.grads, "buffers": st.buffers}
+    # Without DeepSpeed, gradient accumulation keeps the gradients of the micro-batches before (4 bytes a trainable
+    # parameter in fp32) through every later forward and backward pass; DeepSpeed accumulates into buffers it holds
+    # anyway (ZeRO-2's gradient partition, ZeRO-3's flat gradient buffer; with offload, pinned host buffers)
+    acc = st.grads_end if s.accumulation > 1 and not s.deepspeed else 0
+    base = {"weights": st.weights, "optimizer states": st.optimizer, "gradients": st.grads + acc, "buffers": st.buffers}
     acts = a["layers"] + a["other"]
     fwd = {**base, "activations": acts + a["copies_forward"] + a["loss_forward"],
            "buffers": st.buffers + st.live_params}
     bwd_acts = acts + a["recompute"] + (a["copies_backward"] if not s.checkpointing else a["copies_backward"])
-    bwd = {**base, "activations": bwd_acts + a["loss_backward"], "gradients": st.grads + st.head_grad,
+    # DeepSpeed's backward buffers appear at the first gradient hook, once the head's backward is done: by then the
+    # loss's gradient buffers (HF's loss: 12 bytes a token and vocabulary entry) are freed but what the loss keeps
+    loss_or_hook = max(a["loss_backward"], a["loss_kept"] + st.backward)
+    bwd = {**base, "activations": bwd_acts + loss_or_hook - st.backward, "gradients": st.grads + acc + st.head_grad,
            "buffers": st.buffers + st.live_params + st.backward}
     out = {"forward": fwd, "backward": bwd}
     if st.flush:
@@ -240,7 +281,7 @@ def moments(shape: ModelShape, s: Setup, st, a: dict) -> dict[str, dict[str, int
             shape.params if s.finetuning == "full" else lora_params(shape, s.lora_rank, list(s.lora_target))) else 0.0
         alive = int(a["layers"] * share) + (a["recompute"] if share > 0 else 0) + a["other"] * (share > 0)
         pending = a["loss_kept"] if shape.tied else 0  # a tied head's gradient waits for the embedding's
-        flush = {**base, "activations": alive + pending, "gradients": st.grads + st.flush["bytes"],
+        flush = {**base, "activations": alive + pending, "gradients": st.grads + acc + st.flush["bytes"],
                  "buffers": st.buffers + st.backward}
         out["flush"] = flush
     out["step"] = {**base, "activations": 0, "gradients": st.grads + st.grads_end + max(st.end_extra, st.step_extra),
@@ -262,7 +303,8 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
     phase = max(totals, key=totals.get)
     peak = totals[phase]
     # loading maps the checkpoint files; a dtype change (fp32 without DeepSpeed) makes a converted copy
-    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds or s.pure_bf16 else 4
+    load_bytes = 2 if (s.deepspeed and s.half) or s.weights_16bit_without_ds or (
+        not s.deepspeed and s.weights in ("pure_bf16", "bf16_base")) else 4  # the split mode loads fp32, then splits
     ckpt = shape.checkpoint_bytes
     loading = ckpt + (shape.params * load_bytes if abs(ckpt / shape.params - load_bytes) > 0.5 else 0)
     if s.device == "cuda":
@@ -271,7 +313,7 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
         host = (CPU_RUNTIME_DS if s.deepspeed else CPU_RUNTIME) + ckpt + peak
     moving = peak - st.resident
     share = SLACK_VARIED if (s.stage == "3" or s.checkpointing) else SLACK
-    layout = max(int(share * moving), first_step_layout(st, totals) - peak)
+    layout = max(int(share * moving), first_step_layout(st, totals) - peak) + hf_loss_hole(shape, s)
     slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + layout + loss_drift(shape, s)
     return Plan(s, shape, psi, trainable, parts[phase], peak, "backward" if phase == "flush" else phase, host, None,
                 formula_of(s), a, moments=totals, slack_bytes=slack)
@@ -294,6 +336,16 @@ def first_step_layout(st, totals: dict[str, int]) -> int:
     return st.resident + filled + max(passes - filled, st.first_step)
 
 
+def hf_loss_hole(shape: ModelShape, s: Setup) -> int:
+    """HF's loss without DeepSpeed's varied layouts (no ZeRO-3, no checkpointing): one 16-bit logits-sized block more
+    than the 5% share. Measured, not derived: the GPT-BigCode rows of the fourth held-out set and its confirmation
+    (benchmarks/results/planner_heldout4.json) had 0.2-0.4 GiB more above the allocator's peak than the share gave,
+    about 1-1.4 bytes a token and vocabulary entry; the Liger-patched families never build these buffers."""
+    if s.device != "cuda" or s.fused_loss or s.liger_ce or s.stage == "3" or s.checkpointing:
+        return 0
+    return act_mode(s).e * s.tokens * shape.vocab
+
+
 def loss_drift(shape: ModelShape, s: Setup) -> int:
     """Room for the loss's logits-sized buffers moving between steps: ZeRO-3 with offload (its loss is HF's).
 
@@ -307,19 +359,33 @@ def loss_drift(shape: ModelShape, s: Setup) -> int:
     return e * s.tokens * shape.vocab + (e * shape.vocab * shape.hidden if shape.tied else 0)
 
 
-def liger_on(spec: JobSpec, s: Setup, model_type: str) -> bool:
-    """Whether the trainer will patch the model with Liger's kernels (see train.Speedups).
+def with_liger(shape: ModelShape, s: Setup) -> Setup:
+    """The Liger kernels this setting gets, as the installed Liger's own signature for the model type says
+    (:mod:`zeroboard.job.liger`), for the config the trainer passes at this stage; none when Liger is not wanted
+    or does not patch the model type (the plain path, planned as such)."""
+    cov = None
+    if s.liger_wanted and s.device == "cuda":
+        config = ligerinfo.trainer_config(shape.model_type, s.stage == "3", s.finetuning == "lora"
+                                          and "lm_head" in s.lora_target)
+        cov = ligerinfo.coverage(shape.model_type, config)
+    if cov is None:
+        return replace(s, liger=False, liger_mlp=False, fused_loss=False, liger_ce=False)
+    return replace(s, liger=cov.norm and shape.rms_norm, liger_mlp=cov.mlp and shape.gated, fused_loss=cov.fused_loss,
+                   liger_ce=cov.has("cross_entropy") and not cov.fused_loss)
 
-    Under ZeRO-3, or with a LoRA on lm_head, it leaves out the fused linear cross-entropy.
-    """
-    if spec.liger_kernel == "off" or s.device != "cuda" or model_type not in checks.LIGER_MODEL_TYPES:
+
+def liger_wanted(spec: JobSpec, device: str) -> bool:
+    """Whether the trainer will call Liger at all (train.Speedups): on, or auto with Liger installed, on a GPU."""
+    if spec.liger_kernel == "off" or device != "cuda":
         return False
-    return spec.liger_kernel == "on" or modelinfo.installed("liger_kernel")
+    return spec.liger_kernel == "on" or ligerinfo.source_text() is not None
 
 
 def formula_of(s: Setup) -> str:
-    if s.pure_bf16:
+    if not s.deepspeed and s.half and s.weights == "pure_bf16":
         return "8Ψ"
+    if not s.deepspeed and s.half and s.weights == "split":
+        return "14Ψ"
     if not s.deepspeed or s.stage == "0":
         return "16Ψ"
     if s.stage == "1":

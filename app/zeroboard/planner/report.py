@@ -7,7 +7,9 @@ numbers.
 
 from __future__ import annotations
 
+from ..job.placement import offloads_parameters
 from ..words import text, tr
+from . import reasons
 from .advice import note_keys
 from .memory import GIB, HEADROOM, Plan, act_mode, formula_of, setting_label
 
@@ -23,9 +25,15 @@ def count(n: int) -> str:
 
 
 def setting_words(setting: dict, lang: str) -> str:
-    """An advice or alternative row's setting, in words."""
-    return setting_label(setting["stage"], setting["offload"], setting["offload"] and setting["stage"] == "3",
+    """An advice or alternative row's setting, in words (offload moving what it moves at that stage)."""
+    return setting_label(setting["stage"], setting["offload"], offloads_parameters(setting["stage"], setting["offload"]),
                          setting.get("new_checkpointing", False), lang)
+
+
+def _why(advice: dict, other: str, lang: str) -> str:
+    """The advised setting against the one it is compared with (``compared``: each figure as (advised, other))."""
+    (step, other_step), (needed, other_needed) = advice["compared"]["step_s"], advice["compared"]["needed_bytes"]
+    return reasons.words(reasons.compare(step, needed, other_step, other_needed, False), other, lang)
 
 
 def advice_text(advice: dict, lang: str = "en") -> str:
@@ -34,12 +42,16 @@ def advice_text(advice: dict, lang: str = "en") -> str:
         return text("plan.advice.nothing_fits", lang)
     if kind == "ram_does_not_fit":
         return text("plan.advice.ram", lang)
-    if kind == "keep":
-        return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang))
+    if kind == "keep" and not advice.get("other"):
+        return text("plan.advice.keep_only", lang, best=setting_words(advice["setting"], lang))
+    if kind == "keep":  # against the next fastest setting that fits
+        return text("plan.advice.keep", lang, best=setting_words(advice["setting"], lang),
+                    why=_why(advice, setting_words(advice["other"], lang), lang))
     if kind == "use":
         key = "use_not" if not advice["current_fits"] else "use_room" if advice.get("current_tight") else "use_fits"
-        return text(f"plan.advice.{key}", lang, best=setting_words(advice["setting"], lang),
-                    current=setting_words(advice["current"], lang), margin=MARGIN)
+        current = setting_words(advice["current"], lang)
+        return text(f"plan.advice.{key}", lang, best=setting_words(advice["setting"], lang), current=current,
+                    margin=MARGIN, why=_why(advice, current, lang))
     return ""
 
 
@@ -54,7 +66,8 @@ def formula_text(plan: Plan, lang: str = "en") -> str:
     nouns = {k: text(f"plan.dev.{k}.{dev}", lang) for k in ("every", "units")}
     who = text("plan.f.who_lora" if lora else "plan.f.who", lang, psi=count(plan.params), t=count(plan.trainable))
     if not s.deepspeed or s.stage == "0":
-        body = "pure_bf16" if s.pure_bf16 else "autocast" if s.half and not s.deepspeed else "plain"
+        body = s.weights if s.half and not s.deepspeed and s.weights in ("pure_bf16", "split", "bf16_base", "autocast") \
+            else "plain"
         return text("plan.f.none", lang, formula=formula_of(s), who=who,
                     body=text(f"plan.f.none.{body}", lang, **nouns),
                     lora=text("plan.f.none.lora", lang, formula=formula_of(s)) if lora else "")
@@ -71,8 +84,8 @@ def formula_text(plan: Plan, lang: str = "en") -> str:
 def _head(plan: Plan, lang: str) -> list[str]:
     s = plan.setup
     dev = "cuda" if s.device == "cuda" else "cpu"
-    mode = (text("plan.mode.pure_bf16", lang) if s.pure_bf16
-            else text(f"plan.mode.{act_mode(s).kind}", lang, precision=s.precision))
+    mine = s.weights if s.half and not s.deepspeed and s.weights in ("pure_bf16", "split", "bf16_base") else None
+    mode = text(f"plan.mode.{mine or act_mode(s).kind}", lang, precision=s.precision)
     setting = setting_label(s.stage, s.offload_optimizer or s.offload_requested, s.offload_param, lang=lang)
     devs = text(f"plan.devs.{dev}{'s' if s.world > 1 else ''}", lang)
     line = (text("plan.model", lang, model_type=plan.model.model_type, params=count(plan.params),
@@ -130,13 +143,35 @@ def render_markdown(plan: Plan, lang: str = "en") -> str:
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     if plan.alternatives:
-        lines += ["", text("plan.alt_head", lang), "|---|---:|---:|---|"]
+        lines += ["", text("plan.alt_head", lang), "|---|---:|---:|---|---:|"]
         for r in plan.alternatives:
             fits = "-" if r["fits"] is None else text("plan.yes" if r["fits"] else "plan.no", lang)
-            lines.append(f"| {setting_words(r, lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} |")
+            lines.append(f"| {setting_words(r, lang)} | {gib(r['peak_bytes'])} | {gib(r['needed_bytes'])} | {fits} | "
+                         f"{r['step_s']:.3f} |")
     if plan.advice:
         lines += ["", text("plan.advice", lang, text=advice_text(plan.advice, lang))]
+        if plan.advice.get("speed"):
+            lines.append(text(f"plan.speed_source.{plan.advice['speed']['source']}", lang,
+                              gpu=plan.advice["speed"]["gpu"] or "?"))
+    if plan.speed:
+        lines += ["", speed_text(plan, lang)]
     return "\n".join(lines)
+
+
+def speed_text(plan: Plan, lang: str = "en") -> str:
+    """This setting's expected tokens/s next to the fastest that fits, and what the slower one buys, in words."""
+    cur, best = plan.speed["current"], plan.speed["best"]
+    name = lambda r: setting_label(r["stage"], r["offload"], r["offload"] and r["stage"] == "3", lang=lang)  # noqa: E731
+    where = text("plan.tps.where", lang, n=plan.setup.world, devs=text(
+        f"plan.devs.{'cuda' if plan.setup.device == 'cuda' else 'cpu'}{'s' if plan.setup.world > 1 else ''}", lang))
+    tps = lambda r: f"{r['tokens_per_s']:,.0f}"  # noqa: E731
+    if best is cur or best["tokens_per_s"] <= cur["tokens_per_s"] * 1.03:
+        return text("plan.tps.fastest", lang, setting=name(cur), where=where, tps=tps(cur))
+    saved = best["needed_bytes"] - cur["needed_bytes"]
+    gain = (text("plan.tps.saves", lang, gib=f"{saved / GIB:.1f}") if saved > 0.5 * GIB
+            else text("plan.tps.saves_nothing", lang))
+    return text("plan.tps.slower", lang, setting=name(cur), where=where, factor=f"{best['tokens_per_s'] / cur['tokens_per_s']:.1f}",
+                best=name(best), tps=tps(cur), best_tps=tps(best), gain=gain)
 
 
 def plain(plan: Plan, lang: str = "en") -> str:
@@ -149,28 +184,63 @@ def set_flags(choice) -> str:
     return " ".join(f"--set {k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in choice.overrides().items())
 
 
+def choice_label(c, lang: str = "en", batch: bool = True) -> str:
+    """A --fit choice's setting in words, with its micro-batch x accumulation."""
+    name = setting_label(c.stage, c.offload, offloads_parameters(c.stage, c.offload), c.checkpointing, lang)
+    return text("plan.at_batch", lang, setting=name, mb=c.micro_batch, acc=c.accumulation) if batch else name
+
+
+def speed_source(rates, lang: str = "en") -> str:
+    """Where the expected step times come from: measured on this GPU kind, or scaled from it, or taken as they are."""
+    return text(f"plan.speed_source.{rates.source}", lang, gpu=rates.name or "?")
+
+
+def fit_reasons(choices: list, fitting: list, lang: str = "en") -> dict[int, str]:
+    """Each shown choice's reason: the best against the fastest other setting that fits, the others against the best."""
+    best = fitting[0]
+    ref = reasons.reference(choices, best)
+    out = {id(best): reasons.of(best, ref, choice_label(ref, lang), lang) if ref else text("plan.reason.only", lang)}
+    for c in fitting[1:]:
+        out[id(c)] = reasons.of(c, best, choice_label(best, lang), lang)
+    return out
+
+
+def asked_line(choices: list, best, lang: str = "en") -> str:
+    """The job's own setting against the best: why it changes (nothing when the job already asks for the best)."""
+    asked = next((c for c in choices if c.asked), None)
+    if asked is None or asked is best:
+        return ""
+    if not asked.fits:
+        return text("plan.fit_asked_not", lang, setting=choice_label(asked, lang), need=gib(asked.plan.needed_bytes),
+                    have=gib(asked.plan.capacity_bytes or 0))
+    return text("plan.fit_asked", lang, setting=choice_label(asked, lang),
+                reason=reasons.of(asked, best, choice_label(best, lang), lang))
+
+
 def fit_markdown(choices: list, lang: str = "en", top: int = 5) -> str:
-    """The fastest settings that fit, with why each step takes its time, and the best one as --set overrides."""
+    """The fastest settings that fit, each with why (against the best, or the best against the next other setting),
+    the job's own setting against the best, and the best as --set overrides."""
     if not choices:
         return ""
     c0 = choices[0]
     s = c0.plan.setup
     lines = [text("plan.fit_head", lang, batch=c0.micro_batch * c0.accumulation * s.world, n=s.world), "",
-             text("plan.fit_cols", lang), "|---|---|---:|---:|---:|---|"]
+             text("plan.fit_cols", lang), "|---|---|---:|---:|---:|---:|---|"]
     fitting = [c for c in choices if c.fits is not False][:top]
-    for c in fitting:
-        name = setting_label(c.stage, c.offload, c.offload and c.stage == "3", c.checkpointing, lang)
-        why = text(f"plan.why.{c.why}", lang) + (text("plan.fit_tight", lang, margin=MARGIN) if c.tight else "")
-        lines.append(f"| {name} | {c.micro_batch} x {c.accumulation} | {gib(c.plan.peak_bytes)} | "
-                     f"{gib(c.plan.needed_bytes)} | {c.tokens_per_s:,.0f} | {why} |")
     if not fitting:
         small = min(choices, key=lambda c: c.plan.needed_bytes)
         lines = lines[:1] + ["", text("plan.fit_none", lang, gib=gib(small.plan.needed_bytes),
-                                      setting=setting_label(small.stage, small.offload, small.offload and small.stage == "3",
-                                                            small.checkpointing, lang))]
+                                      setting=choice_label(small, lang, batch=False))]
         return "\n".join(lines)
+    why = fit_reasons(choices, fitting, lang)
+    for c in fitting:
+        tight = text("plan.fit_tight", lang, margin=MARGIN) if c.tight else ""
+        lines.append(f"| {choice_label(c, lang, batch=False)} | {c.micro_batch} x {c.accumulation} | "
+                     f"{gib(c.plan.peak_bytes)} | {gib(c.plan.needed_bytes)} | {c.step_s:.3f} | {c.tokens_per_s:,.0f} | "
+                     f"{why[id(c)]}{tight} |")
     best = fitting[0]
-    lines += ["", text("plan.fit_best", lang, setting=setting_label(best.stage, best.offload, best.offload and
-                                                                   best.stage == "3", best.checkpointing, lang),
-                       sets=set_flags(best))]
+    asked = asked_line(choices, best, lang)
+    lines += ["", *([asked, ""] if asked else []),
+              text("plan.fit_best", lang, setting=choice_label(best, lang, batch=False), sets=set_flags(best)), "",
+              speed_source(best.rates, lang)]
     return "\n".join(lines)

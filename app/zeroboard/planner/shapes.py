@@ -16,13 +16,21 @@ class PlanError(ValueError):
 
 # --- the model, from config.json --------------------------------------------------------
 
-GATED = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "granite", "olmo", "olmo2",
-         "cohere", "internlm2", "yi", "deepseek_v2_lite_dense", "smollm3", "phi3", "glm", "helium", "ministral"}
-PLAIN = {"gpt2", "gpt_neox", "gpt_bigcode", "phi", "opt", "gptj", "starcoder2", "falcon"}
+# The families whose layer the planner derives, each pinned on CPU against transformers' own module with
+# saved-tensor hooks (tests/test_planner_families.py). Any other model type is refused with these names: a family
+# is never planned with another one's terms (GPT-NeoX, Cohere, OLMo, OLMo-2, OPT, GPT-2, GPT-J, Falcon, GLM and
+# Helium keep tensors these terms do not count: their own norms, activations and attention code).
+GATED = {"llama", "mistral", "ministral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "granite", "smollm3",
+         "phi3"}
+PLAIN = {"gpt_bigcode", "phi", "starcoder2"}
 FAMILIES = sorted(GATED | PLAIN)
-QK_NORM = {"qwen3", "gemma3_text", "olmo2"}
+QK_NORM = {"qwen3", "gemma3_text"}
 POST_NORMS = {"gemma2", "gemma3_text"}  # a norm after attention and after the MLP too, on the branch's output
-LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt"}
+PARALLEL = {"phi"}  # attention and MLP side by side, both reading one norm's output
+LEARNED_POSITIONS = {"gpt_bigcode"}
+# activations that keep more than their input: gelu_new is written out in Python (0.5·x·(1 + tanh(...))), and
+# autograd keeps tanh's output, 0.5·x and 1 + tanh besides x (transformers.activations.NewGELUActivation)
+ACT_EXTRA = {"gelu_new": 3}
 
 
 @dataclass(frozen=True)
@@ -48,15 +56,21 @@ class ModelShape:
     gated: bool
     rms_norm: bool
     linears: tuple[Linear, ...]  # one layer's
-    positions: int = 0  # learned position embeddings (gpt2, opt)
+    positions: int = 0  # learned position embeddings (gpt_bigcode)
     extra_layer_params: int = 0  # norms, q/k norms
     checkpoint_bytes: int = 0  # size of the weight files, or an estimate from the config's dtype
     qk_norm: bool = False  # q and k normalized per head before RoPE (qwen3, gemma3, olmo2)
-    rotary: bool = True  # RoPE: cos and sin per token (not gpt2, gpt_bigcode, opt: learned positions)
+    rotary: bool = True  # RoPE: cos and sin per token (not gpt_bigcode: learned positions)
     post_norms: int = 0  # norms per layer on the attention's and the MLP's outputs (Gemma 2 and 3)
     eager_default: bool = False  # transformers runs it with eager attention unless told otherwise
     attn_softcap: bool = False  # attention scores soft-capped (tanh) before the softmax (Gemma 2's default)
     final_softcap: bool = False  # logits soft-capped (tanh) before the loss (Gemma 2's default)
+    parallel: bool = False  # attention and MLP read one norm's output, side by side (Phi-2)
+    act_extra: int = 0  # intermediate-sized tensors the MLP's activation keeps besides its input (gelu_new: 3)
+    resid_dropouts: int = 0  # dropouts (p > 0) on a layer's hidden-sized outputs: each keeps a 1-byte mask a token
+    embd_dropout: bool = False  # a dropout on the embeddings (the same, once)
+    sliding_layers: int = 0  # layers with a sliding window of attention (masked once the sequence reaches it)
+    sliding_window: int = 0
     source: str = ""  # where config.json came from when not a local folder: the Hugging Face cache, or a download
     source_msg: object = field(default=None, compare=False, hash=False)  # the same, as a catalog message
 
@@ -71,7 +85,8 @@ class ModelShape:
 
     @property
     def head_params(self) -> int:
-        return 0 if self.tied else self.vocab * self.hidden
+        bias = self.vocab if self.model_type == "phi" else 0  # Phi's lm_head has a bias
+        return (0 if self.tied else self.vocab * self.hidden) + bias
 
     @property
     def final_norm_params(self) -> int:
@@ -126,8 +141,6 @@ def shape_from_config(cfg: dict) -> ModelShape:
     kv = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
     if mt == "gpt_bigcode" and cfg.get("multi_query", True):
         kv = 1
-    if mt == "falcon" and not cfg.get("new_decoder_architecture"):
-        kv = 1 if cfg.get("multi_query", True) else heads
     hd = int(_get(cfg, "head_dim", default=h // heads))
     q, k = heads * hd, kv * hd
     default_inter = 4 * h
@@ -149,37 +162,69 @@ def shape_from_config(cfg: dict) -> ModelShape:
                     Linear("down_proj", "out_mlp", inter, h, mlp_bias)]
         extra = 2 * h + (4 * h if mt in ("gemma2", "gemma3_text") else 0) + (2 * hd if mt in ("qwen3", "gemma3_text") else 0)
         tied_default = mt.startswith("gemma")
-        gated, rms = True, mt != "cohere"
+        gated, rms = True, True
     else:
-        if mt in ("gpt2", "gpt_bigcode"):
+        if mt == "gpt_bigcode":
             lins = [Linear("c_attn", "in_attn", h, q + 2 * k, True), Linear("c_proj", "out_attn", q, h, True),
                     Linear("c_fc", "in_mlp", h, inter, True), Linear("c_proj", "out_mlp", inter, h, True)]
             positions, tied_default = int(_get(cfg, "n_positions", "max_position_embeddings", default=1024)), True
-        elif mt in ("gpt_neox", "falcon"):
-            bias = mt == "gpt_neox" or bool(cfg.get("bias"))
-            lins = [Linear("query_key_value", "in_attn", h, q + 2 * k, bias), Linear("dense", "out_attn", q, h, bias),
-                    Linear("dense_h_to_4h", "in_mlp", h, inter, bias), Linear("dense_4h_to_h", "out_mlp", inter, h, bias)]
-        elif mt == "gptj":
-            lins = [Linear("q_proj", "in_attn", h, q, False), Linear("k_proj", "in_attn", h, k, False),
-                    Linear("v_proj", "in_attn", h, k, False), Linear("out_proj", "out_attn", q, h, False),
-                    Linear("fc_in", "in_mlp", h, inter, True), Linear("fc_out", "out_mlp", inter, h, True)]
-        else:  # phi, opt, starcoder2: separate q/k/v with biases, fc1/fc2 (starcoder2: c_fc/c_proj)
-            o_name = {"phi": "dense", "opt": "out_proj", "starcoder2": "o_proj"}[mt]
+        else:  # phi, starcoder2: separate q/k/v with biases, fc1/fc2 (starcoder2: c_fc/c_proj)
+            o_name = {"phi": "dense", "starcoder2": "o_proj"}[mt]
+            tied_default = mt == "starcoder2"
             fc1, fc2 = ("c_fc", "c_proj") if mt == "starcoder2" else ("fc1", "fc2")
             lins = [Linear("q_proj", "in_attn", h, q, True), Linear("k_proj", "in_attn", h, k, True),
                     Linear("v_proj", "in_attn", h, k, True), Linear(o_name, "out_attn", q, h, True),
                     Linear(fc1, "in_mlp", h, inter, True), Linear(fc2, "out_mlp", inter, h, True)]
-            if mt == "opt":
-                positions, tied_default = int(cfg.get("max_position_embeddings", 2048)) + 2, True
-        extra = 4 * h  # two LayerNorms with bias
+        extra = (2 if mt in PARALLEL else 4) * h  # LayerNorms with bias: one a layer when attention and MLP share it
         gated, rms = False, False
     tied = bool(cfg.get("tie_word_embeddings", tied_default))
     shape = ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, tied, gated, rms, tuple(lins), positions, extra,
                        qk_norm=mt in QK_NORM, rotary=mt not in LEARNED_POSITIONS,
                        post_norms=2 if mt in POST_NORMS else 0, eager_default=mt in EAGER_ONLY_MODEL_TYPES,
                        attn_softcap=bool(cfg.get("attn_logit_softcapping", mt == "gemma2")),
-                       final_softcap=bool(cfg.get("final_logit_softcapping", mt == "gemma2")))
+                       final_softcap=bool(cfg.get("final_logit_softcapping", mt == "gemma2")),
+                       parallel=mt in PARALLEL, act_extra=ACT_EXTRA.get(str(_get(cfg, "hidden_act", "activation_function",
+                                                                                    default="")), 0),
+                       resid_dropouts=2 if _dropout(cfg, mt, "resid") else 0, embd_dropout=_dropout(cfg, mt, "embd"),
+                       **sliding(cfg, mt, layers))
     return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
+
+
+def _dropout(cfg: dict, mt: str, where: str) -> bool:
+    """Whether a dropout with p > 0 runs in training: residual (after attention and after the MLP) or embeddings.
+
+    Only GPT-BigCode and Phi have them among the families (``resid_pdrop``, ``embd_pdrop``; GPT-BigCode's defaults
+    are 0.1); the attention's own dropout goes into SDPA's kernel, which keeps a random seed, not a mask."""
+    if mt not in ("gpt_bigcode", "phi"):
+        return False
+    default = 0.1 if mt == "gpt_bigcode" else 0.0
+    return float(cfg.get(f"{where}_pdrop", default) or 0) > 0
+
+
+def sliding(cfg: dict, mt: str, layers: int) -> dict:
+    """How many layers attend within a sliding window, and its width, as transformers' config classes decide.
+
+    ``layer_types`` when the config lists them; otherwise each family's default: Gemma 2 every other layer, Gemma 3
+    five of six, Mistral (4096 unless set) / Ministral / Starcoder2 / Phi-3 every layer when ``sliding_window`` is
+    set, Qwen2/Qwen3 from ``max_window_layers`` on when ``use_sliding_window``."""
+    window = cfg.get("sliding_window", 4096 if mt in ("mistral", "ministral", "gemma2", "gemma3_text") else None)
+    if not window or cfg.get("use_sliding_window", True) is False:
+        return {"sliding_layers": 0, "sliding_window": 0}
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        n = sum(t == "sliding_attention" for t in types[:layers])
+    elif mt == "gemma2":
+        n = (layers + 1) // 2
+    elif mt == "gemma3_text":
+        pattern = int(cfg.get("sliding_window_pattern", 6))
+        n = sum(bool((i + 1) % pattern) for i in range(layers))
+    elif mt in ("qwen2", "qwen3"):
+        n = max(0, layers - int(cfg.get("max_window_layers", 28)))
+    elif mt == "smollm3":
+        n = 0  # only its NoPE layers would slide, and only with use_sliding_window
+    else:
+        n = layers
+    return {"sliding_layers": n, "sliding_window": int(window)}
 
 
 def read_model(model_path: str | Path) -> ModelShape:

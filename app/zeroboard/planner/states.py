@@ -74,10 +74,12 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
     vh = shape.vocab * shape.hidden
     head_trains = not lora or "lm_head" in s.lora_target
     if not s.deepspeed:
-        wbytes = 2 if ((s.weights_16bit_without_ds or s.pure_bf16) and s.half) else 4
-        abytes = (2 if s.pure_bf16 else 4) if lora else wbytes  # peft makes fp32 adapters unless pure bf16
+        wbytes = 2 if s.weights16 else 4
+        pure = s.weights == "pure_bf16"
+        abytes = (2 if pure else 4) if lora else wbytes  # peft makes fp32 adapters unless pure bf16
         out.weights = wbytes * frozen + abytes * trainable if lora else wbytes * psi
-        out.optimizer = 2 * abytes * trainable
+        # AdamW's two states in the weights' dtype; the split master: two fp32 states and the int16 remainder
+        out.optimizer = (10 if s.weights == "split" and not lora else 2 * abytes) * trainable
         out.grads_end = abytes * trainable
         if n > 1:
             out.buffers += abytes * trainable  # DDP's gradient buckets live for the whole run
@@ -97,9 +99,10 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
     gpart = half * trainable // (n if stage >= 2 else 1)
     largest = min(shape.largest_param, trainable) if not lora else max(
         (s.lora_rank * max(lin.fan_in, lin.fan_out) for lin in shape.linears), default=0)
-    # two buckets (overlap_comm), whatever the number of trainable parameters; on CPU a host page is mapped when
-    # first written, so RSS holds only the part the gradients fill
-    out.backward = half * min(2 * rbs, trainable) if s.device == "cpu" else 2 * half * rbs
+    # two buckets with overlap_comm (one without), whatever the number of trainable parameters; on CPU a host page is
+    # mapped when first written, so RSS holds only the part the gradients fill
+    buckets = 2 if s.overlap_comm else 1
+    out.backward = half * min(buckets * rbs, trainable) if s.device == "cpu" else buckets * half * rbs
     if s.offload_optimizer:
         out.buffers += half * largest  # temp_grad_buffer_for_gpu_offload
         out.backward += 4 * largest  # a gradient slice converted to fp32 before its copy to the host
@@ -107,7 +110,9 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
         out.host = 2 * pow2(4 * trainable // n) + pow2(2 * trainable // n) + 8 * trainable // n + pow2(half * largest)
         out.side = 8 * largest  # each gradient's norm, taken in fp64 on the reduction stream
     else:
-        out.side = gpart  # the gradient partition is allocated on the reduction stream (copy_grads_in_partition)
+        # the gradient partition is allocated on the reduction stream (copy_grads_in_partition); without overlap_comm
+        # that is the main stream, whose pool the passes share
+        out.side = gpart if s.overlap_comm else 0
         out.optimizer = opt
         # the gradient partition and a flattened copy of the flushed bucket
         out.flush = {"after": min(rbs, trainable), "bytes": gpart + half * min(rbs, trainable)}

@@ -1,13 +1,12 @@
 """The memory verdict before launch: a job the planner is sure cannot fit is refused, one that is close is flagged.
 
-:func:`prepare` is what the page's Preview and Start and the command line use:
-the job layer's checks and command (``job.command.prepare``), then the plan's
-verdict on the chosen devices, as one more field error or note.
+The last step of the launch entry point (``runs.launch.prepare_launch``): after the checks and the command,
+the plan's verdict on the chosen devices, as one more field error or note.
 """
 
 from __future__ import annotations
 
-from ..job import command, devices
+from ..job import devices
 from ..job.spec import JobSpec
 from ..words import say
 from . import PlanError, estimate
@@ -37,20 +36,3 @@ def verdict(job: JobSpec, gpus: list[devices.Gpu]) -> tuple[str, object, bool] |
     where = say("check.fit_where_gpu") if plan.setup.device == "cuda" else say("check.fit_where_ram")
     msg = say("check.does_not_fit", need=f"{need:.1f}", have=f"{have:.1f}", where=where, advice=advice)
     return field, msg, plan.needed_bytes > SURE * plan.capacity_bytes
-
-
-def prepare(job: JobSpec, gpus: list[devices.Gpu] | None = None, port: int | None = None) -> command.Prepared:
-    """Check, write presets, build the command (``job.command.prepare``), then add the memory verdict."""
-    gpus = devices.detect_gpus() if gpus is None else gpus
-    prepared = command.prepare(job, gpus, port=port)
-    if not prepared.report.ok:
-        return prepared
-    found = verdict(job, gpus)
-    if found is not None:
-        field, msg, sure = found
-        if sure:
-            prepared.report.errors[field] = msg
-            prepared.command = None
-        else:
-            prepared.report.warnings.setdefault(field, msg)
-    return prepared

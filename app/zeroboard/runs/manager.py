@@ -15,9 +15,9 @@ Light on purpose (stdlib + psutil): the web server and the CLI import it.
 from __future__ import annotations
 
 import json
-import signal
+import os
+import shlex
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,10 +27,22 @@ from ..job import command, folders, modelinfo, record, spec as specmod
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import outcome, processes
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, settle
+from . import executor, executors, outcome
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
 
-SUPERVISOR_MODULE = "zeroboard.runs.supervisor"
+FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
+FOREIGN_POLL_S = 2.0
+
+
+def foreign_wait_s() -> float:
+    """How long a start waits while another workspace's job holds its devices (0: refuse at once, the default).
+
+    On a machine several users share, ``ZEROBOARD_WAIT_FOREIGN_S`` lets a start wait its turn instead of failing
+    (the test suite sets it, so a demo job of another workspace makes its jobs wait, not fail)."""
+    try:
+        return max(0.0, float(os.environ.get(FOREIGN_WAIT_ENV, "0")))
+    except ValueError:
+        return 0.0
 
 
 class Busy(RuntimeError):
@@ -51,6 +63,7 @@ class JobManager:
 
     # queries -------------------------------------------------------------------------
     def run_dirs(self) -> list[str]:
+        """The training runs (chat workers are listed by :meth:`workers`)."""
         return self.registry.run_dirs()
 
     def is_registered(self, run_dir: str | Path | None) -> bool:
@@ -68,7 +81,7 @@ class JobManager:
         st = read_state(run_dir)
         if st is not None and not st.active:
             return st
-        sup_alive = processes.proc(entry.get("supervisor_pid"), entry.get("supervisor_ctime")) is not None
+        sup_alive = executor.supervisor_alive(entry.get("supervisor_pid"), entry.get("supervisor_ctime"))
         if st is None:
             if sup_alive:  # between the launch and the supervisor's first word
                 return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
@@ -76,7 +89,7 @@ class JobManager:
                                 started=entry.get("requested"), supervisor_pid=entry.get("supervisor_pid"),
                                 supervisor_ctime=entry.get("supervisor_ctime"))
             return self._settled(entry, None)
-        if processes.proc(st.supervisor_pid, st.supervisor_ctime) is not None:
+        if executor.supervisor_alive(st.supervisor_pid, st.supervisor_ctime):
             return st
         return self._settled(entry, st)
 
@@ -98,11 +111,12 @@ class JobManager:
                 return st
             if entry.get("abort_requested"):  # Abort stops it from here (no supervisor to ask)
                 st.abort_requested, st.status, st.message = entry["abort_requested"], "stopping", say("run.stopping")
-            if processes.proc(st.launcher_pid, st.launcher_ctime) is not None or processes.job_processes(st):
+            runner = executors.for_state(st)
+            if runner.left(st):
                 return st  # the job runs on without its supervisor (or is being stopped from here)
             evs = record.read_events(st.output / record.EVENTS_FILE)
             st.notes.append(say("run.supervisor_gone"))
-            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+            outcome.conclude(st, runner.final_code(st), [e for e in evs if e.get("time", 0) >= (st.started or 0)])
         self._record_outcome(st)
         return st
 
@@ -117,10 +131,16 @@ class JobManager:
             pass
 
     def jobs(self) -> list[JobState]:
-        return [self.state_of(e) for e in self.registry.entries() if e.get("run_dir")]
+        """The training runs this index knows (chat workers are :meth:`workers`)."""
+        return [self.state_of(e) for e in self.registry.entries() if e.get("run_dir") and e.get("kind", "train") == "train"]
+
+    def workers(self) -> list[JobState]:
+        """The chat workers this index knows (a worker's entry goes when it ends)."""
+        return [s for s in (self.state(r) for r in self.registry.run_dirs("chat")) if s is not None]
 
     def active(self) -> list[JobState]:
-        return [s for s in self.jobs() if s.active]
+        """Every job that runs now: training runs and chat workers."""
+        return [s for s in self.jobs() + self.workers() if s.active]
 
     def current(self) -> JobState | None:
         """What a fresh page should show: a running job, else the latest one."""
@@ -136,13 +156,16 @@ class JobManager:
         out = (Path(cmd.cwd) / job.output_dir).resolve()
         # a job on several machines: node 0 keeps its record in the output folder, node N in node-N/ inside it
         run = out if job.node_rank == 0 else out / f"node-{job.node_rank}"
+
+        def launch():
+            busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
+            if busy is not None:
+                return busy, None
+            settled, notes = settle_port(job, cmd)
+            return None, self._launch(job, settled, run, out, notes, source)
+
         try:
-            with self.registry.locked():
-                busy = self.busy_with(cmd, run, out, peer_key(job, cmd, out))
-                if busy is not None:
-                    raise Busy(busy)
-                cmd, notes = settle_port(job, cmd)
-                sup = self._launch(job, cmd, run, out, notes, source)
+            sup = self._when_free(launch)
         except (RegistryError, folders.FolderTaken) as e:
             raise StartError(e.args[0]) from None
         except OSError as e:  # the run folder cannot be written: nothing was started
@@ -150,8 +173,71 @@ class JobManager:
         threading.Thread(target=sup.wait, daemon=True).start()  # reap it when it ends
         return self._await_launch(run, sup)
 
+    def _when_free(self, launch) -> subprocess.Popen:
+        """``launch()`` under the index lock: (why busy, None) or (None, the supervisor). Raises Busy; while another
+        workspace's job holds the devices, waits its turn for up to ``foreign_wait_s`` (the lock is free meanwhile)."""
+        waited_until = time.time() + foreign_wait_s()
+        while True:
+            with self.registry.locked():
+                busy, sup = launch()
+                if busy is None:
+                    return sup
+                if getattr(busy, "key", "") != "run.busy_other" or time.time() >= waited_until:
+                    raise Busy(busy)
+            time.sleep(FOREIGN_POLL_S)
+
+    def start_worker(self, folder: str | Path, argv: list[str], env: dict[str, str], device_kind: str,
+                     devices: list[int], cwd: str, source: str = "page") -> JobState:
+        """A chat worker, started as a job: the same guard (refused, naming the holder, while a job uses its devices),
+        the same supervisor and executor, registered as kind ``chat`` (its supervisor removes the entry when it ends).
+        ``folder`` is the worker's own (in ZeroBoard's cache): an earlier worker's record files there are replaced."""
+        run = Path(folder).resolve()
+        cmd = {"argv": argv, "env": env, "cwd": cwd, "device_kind": device_kind, "devices": list(devices),
+               "master_port": 0, "executor": "local",
+               "shell": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, argv)])}
+
+        def launch():
+            busy = self.busy_on(device_kind, list(devices), run, run)
+            return (busy, None) if busy is not None else (None, self._launch_worker(run, cmd, source))
+
+        try:
+            sup = self._when_free(launch)
+        except RegistryError as e:
+            raise StartError(e.args[0]) from None
+        except OSError as e:
+            raise StartError(say("run.cannot_write", path=str(run), why=e.strerror or str(e))) from None
+        threading.Thread(target=sup.wait, daemon=True).start()
+        return self._await_launch(run, sup)
+
+    def _launch_worker(self, run: Path, cmd: dict, source: str) -> subprocess.Popen:
+        run.mkdir(parents=True, exist_ok=True)
+        for name in (record.STATE_FILE, record.WORKER_FILE, record.EVENTS_FILE, record.LOG_FILE):
+            (run / name).unlink(missing_ok=True)  # an earlier worker's: this one starts afresh
+        files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd, indent=2, ensure_ascii=False) + "\n")
+        requested = time.time()
+        files.write_text_atomic(run / record.LAUNCH_FILE, json.dumps({
+            "source": source, "requested": requested, "launcher": "chat", "kind": "chat", "grace_s": self.grace_s,
+            "index": str(self.index.resolve()), "trainer_dir": str(run)}, indent=2) + "\n")
+        with open(run / record.SUPERVISOR_LOG, "ab") as err:
+            sup, ctime = executor.start_supervisor(run, cmd["cwd"], err)
+        try:
+            self.registry.add({"run_dir": str(run), "kind": "chat", "trainer_dir": str(run), "source": source,
+                               "requested": requested, "supervisor_pid": sup.pid, "supervisor_ctime": ctime,
+                               "device_kind": cmd["device_kind"], "devices": cmd["devices"]})
+        except RegistryError:
+            sup.terminate()
+            sup.wait(timeout=self.grace_s + 15)
+            raise
+        return sup
+
     def busy_with(self, cmd: command.Command, run: Path, out: Path | None = None, peer: str | None = None) -> Msg | None:
-        """Why this command cannot start now: a running job on its devices or in its folder (named), else None.
+        """Why this command cannot start now: a running job on its devices or in its folder (named), else None."""
+        return self.busy_on(cmd.device_kind, list(cmd.devices), run, out, cmd.master_port, peer)
+
+    def busy_on(self, device_kind: str, devices: list[int], run: Path, out: Path | None = None, port: int = 0,
+                peer: str | None = None) -> Msg | None:
+        """Why a job on ``device_kind`` devices ``devices`` writing into ``run`` / ``out`` cannot start now: a running
+        job (a training run or a chat worker) on its devices or in its folder, named; else None.
 
         The other parts of the same job on several machines (same folder, same rendezvous) are its peers, not a
         conflict: two of them may even share one machine, as in a test.
@@ -164,20 +250,13 @@ class JobManager:
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
                 return say("run.busy_folder", run=other.run_dir, status=say(f"status.{other.status}"),
                            source=_source(other.source), pid=other.launcher_pid or other.supervisor_pid or "-")
-            if _overlap(other.device_kind, other.devices, cmd):
+            if executor.overlap(other.device_kind, other.devices, device_kind, devices):
                 return busy_message(other)
+        if device_kind == "slurm":
+            return None  # the cluster's own queue orders its jobs
         known = {Path(e["run_dir"]).resolve() for e in self.registry.entries()}
         known |= {Path(e.get("trainer_dir") or e["run_dir"]).resolve() for e in self.registry.entries()}
-        for p, trainer_out in processes.live_trainers():  # a job no index of this workspace knows
-            if peer is not None and trainer_out == out and processes.rendezvous_port(p) == cmd.master_port:
-                continue
-            kind, ids = processes.trainer_devices(p)
-            # another workspace's job: say who holds the devices, never its folder, command line or pid
-            if trainer_out == out:
-                return say("run.busy_other_folder", user=processes.owner(p))
-            if trainer_out not in known and _overlap(kind, ids, cmd):
-                return say("run.busy_other", user=processes.owner(p))
-        return None
+        return executor.foreign_holder(device_kind, devices, out, port, known, peer is not None)
 
     def _launch(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
                 source: str) -> subprocess.Popen:
@@ -209,13 +288,11 @@ class JobManager:
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
             "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
-            sup = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(run)], cwd=cmd.cwd,
-                                   stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
-        ctime = processes.proc(sup.pid, None)
+            sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:
             self.registry.add({"run_dir": str(run), "run_id": run_id, "trainer_dir": str(out), "source": source,
                                "requested": requested, "supervisor_pid": sup.pid,
-                               "supervisor_ctime": ctime.create_time() if ctime else None,
+                               "supervisor_ctime": ctime,
                                "device_kind": cmd.device_kind, "devices": list(cmd.devices),
                                "peer": peer_key(job, cmd, out)})
         except RegistryError:  # an unregistered job would run where no page or guard sees it: stop it first
@@ -241,9 +318,7 @@ class JobManager:
         st = self.state(run_dir)
         if st is None or not st.active:
             return st
-        sup = processes.proc(st.supervisor_pid, st.supervisor_ctime)
-        if sup is not None:
-            processes.send(sup, signal.SIGTERM)
+        if executor.ask_supervisor_to_stop(st):
             return st
         # No supervisor: stop the processes from here, in the background, and record the end in the index.
         st.abort_requested, st.status, st.message = time.time(), "stopping", say("run.stopping")
@@ -263,7 +338,7 @@ class JobManager:
         return st
 
     def _stop_here(self, st: JobState) -> None:
-        st.leftover = processes.stop_job(st, st.log_stop)
+        st.leftover = executors.for_state(st).stop(st, st.log_stop)
         outcome.conclude(st, None, [])
         self._record_outcome(st)
 
@@ -290,14 +365,13 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _overlap(kind: str, ids: list[int], cmd: command.Command) -> bool:
-    if kind != cmd.device_kind:
-        return False
-    return kind == "cpu" or bool(set(ids) & set(cmd.devices)) or not ids
-
-
 def busy_message(job: JobState) -> Msg:
     what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
+    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory)
+        info = read_worker(job.run_dir)
+        memory = info.get("memory_bytes")
+        return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
+                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-")
     return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
 

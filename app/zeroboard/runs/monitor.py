@@ -2,7 +2,7 @@
 
 GPUs through NVML (used/total memory, utilization, and which of the job's
 ranks runs on each); without a GPU, host RAM and each rank's RSS through
-psutil.  A short ring of samples feeds the history chart.  No torch here:
+psutil.  A chat worker holding memory is named as such in both.  A short ring of samples feeds the history chart.  No torch here:
 asking torch about memory would create a CUDA context in the web server.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..job import devices
-from ..job.command import TRAINER_MODULE
+from ..job.command import CHAT_MODULE, TRAINER_MODULE
 from . import processes
 from .state import JobState
 
@@ -32,6 +32,7 @@ class Sample:
     gpu_procs: list[dict] = field(default_factory=list)  # gpu, pid, rank, used_bytes, name
     host: dict = field(default_factory=dict)  # total_bytes, used_bytes
     ranks: list[dict] = field(default_factory=list)  # rank, pid, rss_bytes
+    workers: list[dict] = field(default_factory=list)  # pid, rss_bytes of the chat workers
 
 
 def rank_map(job: JobState | None) -> dict[int, int]:
@@ -55,7 +56,7 @@ def _rss(pid: int) -> int | None:
         return None
 
 
-def take_sample(job: JobState | None, detect=devices.detect_gpus) -> Sample:
+def take_sample(job: JobState | None, detect=devices.detect_gpus, workers: tuple[int, ...] = ()) -> Sample:
     ranks = rank_map(job)
     vm = psutil.virtual_memory()
     s = Sample(time.time(), host={"total_bytes": vm.total, "used_bytes": vm.total - vm.available})
@@ -63,15 +64,19 @@ def take_sample(job: JobState | None, detect=devices.detect_gpus) -> Sample:
         s.gpus.append({"index": gpu.index, "name": gpu.name, "used_bytes": gpu.used_bytes,
                        "total_bytes": gpu.total_bytes, "utilization": gpu.utilization})
         for p in gpu.processes:
-            name = ""
+            name = CHAT_MODULE if p.pid in workers else ""
             with contextlib.suppress(psutil.Error):
-                name = psutil.Process(p.pid).name()
+                name = name or psutil.Process(p.pid).name()
             s.gpu_procs.append({"gpu": gpu.index, "pid": p.pid, "rank": ranks.get(p.pid),
                                 "used_bytes": p.used_bytes, "name": name})
     for pid, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
         rss = _rss(pid)
         if rss is not None:
             s.ranks.append({"rank": rank, "pid": pid, "rss_bytes": rss})
+    for pid in workers:
+        rss = _rss(pid)
+        if rss is not None:
+            s.workers.append({"pid": pid, "rss_bytes": rss})
     return s
 
 
@@ -83,16 +88,17 @@ class Monitor:
         self.min_interval = min_interval
         self.detect = detect
         self._lock = threading.Lock()
-        self._job: str | None = None
+        self._job: tuple | None = None
 
-    def sample(self, job: JobState | None) -> Sample:
-        key = job.run_dir if job is not None and job.active else None
+    def sample(self, job: JobState | None, workers: tuple[int, ...] = ()) -> Sample:
+        """The machine now (or a sample younger than ``min_interval``); ``workers``: the chat workers' pids."""
+        key = (job.run_dir if job is not None and job.active else None, tuple(workers))
         with self._lock:
             last = self.ring[-1] if self.ring else None
             if last is not None and key == self._job and time.time() - last.time < self.min_interval:
                 return last
             self._job = key
-            self.ring.append(take_sample(job, self.detect))
+            self.ring.append(take_sample(job, self.detect, tuple(workers)))
             return self.ring[-1]
 
     def history(self) -> list[Sample]:
@@ -114,7 +120,8 @@ def process_rows(s: Sample, peaks: dict[int, dict] | None = None) -> list[list]:
         return [[p["gpu"], p["pid"], "" if p["rank"] is None else p["rank"], p["name"], f"{p['used_bytes'] / MiB:.0f} MiB",
                  _peak(peaks.get(p["rank"]), "torch_peak_bytes")] for p in s.gpu_procs]
     return [["cpu", r["pid"], r["rank"], TRAINER_MODULE, f"{r['rss_bytes'] / MiB:.0f} MiB",
-             _peak(peaks.get(r["rank"]), "rss_peak_bytes")] for r in s.ranks]
+             _peak(peaks.get(r["rank"]), "rss_peak_bytes")] for r in s.ranks] + [
+        ["cpu", w["pid"], "", CHAT_MODULE, f"{w['rss_bytes'] / MiB:.0f} MiB", ""] for w in s.workers]
 
 
 def _peak(mem: dict | None, key: str) -> str:

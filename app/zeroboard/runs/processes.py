@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from ..job.command import TRAINER_MODULE
+from ..job.command import CHAT_MODULE, TRAINER_MODULE
 from ..words import say
 from .state import JobState
 
@@ -41,12 +41,14 @@ def alive(p: psutil.Process) -> bool:
 
 
 def trainer_output(p: psutil.Process) -> Path | None:
-    """The run folder a trainer process writes into (from its own command line), or None for any other process."""
+    """The run folder a trainer process writes into (from its own command line), or None for any other process.
+    A chat worker counts as a trainer here: it holds devices as one, and its folder is its ``--folder``."""
     try:
         cmd = p.cmdline()
-        if TRAINER_MODULE not in cmd or "--output_dir" not in cmd:
+        flag = "--output_dir" if TRAINER_MODULE in cmd else "--folder" if CHAT_MODULE in cmd else None
+        if flag is None or flag not in cmd:
             return None
-        out = Path(cmd[cmd.index("--output_dir") + 1])
+        out = Path(cmd[cmd.index(flag) + 1])
         return (out if out.is_absolute() else Path(p.cwd()) / out).resolve()
     except (psutil.Error, IndexError, OSError):
         return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files, words
-from ..job.record import STATE_FILE, STATE_LOCK
+from ..job.record import STATE_FILE, STATE_LOCK, WORKER_FILE
 
 ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
 STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
@@ -61,6 +61,9 @@ class JobState:
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
     files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
+    executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
+    slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
+    kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
 
     @property
     def active(self) -> bool:
@@ -104,6 +107,15 @@ def read_state(run_dir: str | Path) -> JobState | None:
     except (OSError, ValueError):
         return None
     return from_json(data) if isinstance(data, dict) else None
+
+
+def read_worker(run_dir: str | Path) -> dict:
+    """A chat worker's own word (``worker.json``): status, what it holds, its memory, where it listens; {} if none."""
+    try:
+        data = json.loads((Path(run_dir) / WORKER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def write_state(state: JobState) -> None:

@@ -246,7 +246,7 @@ def summaries(manager: JobManager, cache: FileCache = CACHE) -> list[RunSummary]
     asked of the manager, which checks its processes."""
     out = []
     for entry in manager.registry.entries():
-        if not entry.get("run_dir"):
+        if not entry.get("run_dir") or entry.get("kind", "train") != "train":  # a chat worker is no run
             continue
         st = cache.get(Path(entry["run_dir"]) / STATE_FILE, "state", read_state)
         if st is None or st.active:

@@ -13,15 +13,15 @@ asks it to stop the job (graceful, then SIGKILL after the grace period, then a
 check that nothing is left); SIGHUP is ignored (closing a terminal must not
 stop a job the page started).  A disk error while it records the run (the
 run's disk is full) ends the run as failed with that reason; if even the end
-cannot be written into the run folder, it goes into the runs index.
+cannot be written into the run folder, it goes into the runs index.  A chat
+worker (launch.json's ``kind: chat``) is supervised the same way; its entry
+in the runs index is removed when it ends.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -33,7 +33,7 @@ from .. import files
 from ..job import folders, record
 from ..job.registry import Registry
 from ..words import Msg, from_json, say
-from . import outcome, processes
+from . import executors, outcome
 from .state import JobState, hold_lock, write_state
 
 RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
@@ -58,7 +58,10 @@ class Supervisor:
                               supervisor_pid=me.pid, supervisor_ctime=me.create_time(), started=launch["requested"],
                               grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
-                              node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])])
+                              node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])],
+                              kind=launch.get("kind", "train"))
+        self.executor = executors.for_command(self.cmd)
+        self.state.executor = self.executor.name
         self.disk_error: Msg | None = None
         self.stop_asked = stop_asked
         self.log = open(run_dir / record.LOG_FILE, "ab", buffering=0)  # noqa: SIM115 - the launcher writes into it too
@@ -90,27 +93,23 @@ class Supervisor:
         self.save()
         self.write_log(f"[zeroboard] $ {self.cmd['shell']}\n")
         try:
-            proc = subprocess.Popen(self.cmd["argv"], env={**os.environ, **self.cmd["env"]}, cwd=self.cmd["cwd"],
-                                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            self.executor.launch(st, self.cmd, self.log)
         except OSError as e:
             st.status, st.error, st.ended = "failed", say("run.cannot_start", argv0=self.cmd["argv"][0], why=str(e)), time.time()
             st.message = st.error
             self.note(st.error)
             self.finish()
             return 1
-        st.launcher_pid, st.launcher_ctime = proc.pid, psutil.Process(proc.pid).create_time()
         st.status, st.message = "running", say("run.running")
         self.save()
-        code, evs, stop_at = self.watch(proc)
-        evs_done = evs
+        code, evs, stop_at = self.watch()
         st.ended = time.time()
-        left = processes.job_processes(st)
+        left = self.executor.left(st)
         if left:  # e.g. the launcher died and orphaned its ranks
             self.note(say("run.orphans", how=outcome.exit_text(code), n=len(left)))
-            st.leftover = processes.stop_job(st, self.note)
+            st.leftover = self.executor.stop(st, self.note)
         cause = self.disk_error or (_disk_problem(self.run) if code not in (0, None) and not st.abort_requested else None)
-        outcome.conclude(st, code, evs_done, cause)
+        outcome.conclude(st, code, evs, cause)
         if st.status == "aborted" and stop_at is not None:
             self.log.close()
             _rewrite_log(self.run / record.LOG_FILE, stop_at)
@@ -119,15 +118,15 @@ class Supervisor:
         self.finish()
         return 0
 
-    def watch(self, proc: subprocess.Popen) -> tuple[int, list[dict], int | None]:
-        """Follow the launcher until it exits; stop the job when asked, when a rank failed, or on a disk error."""
+    def watch(self) -> tuple[int | None, list[dict], int | None]:
+        """Follow the job until it ends; stop it when asked, when a rank failed, or on a disk error."""
         st = self.state
         tail = record.Tail(st.output / record.EVENTS_FILE)
         tail.offset = st.events_offset
         evs: list[dict] = []
         error_seen: float | None = None
         last_scan, stop_at = 0.0, None
-        while (code := proc.poll()) is None:
+        while (code := self.executor.poll(st)) is None:
             new = record.parse(tail.read_lines())
             evs += new
             if error_seen is None and any(e.get("event") == "error" for e in new):
@@ -137,7 +136,7 @@ class Supervisor:
                 self.save()
             if time.time() - last_scan > 1.0:
                 last_scan = time.time()
-                if _merge_ranks(st, processes.rank_processes(st)):
+                if self.executor.follow(st):
                     self.save()
             rank_stuck = error_seen is not None and time.time() - error_seen > RANK_FAIL_GRACE_S
             if (self.stop_asked.is_set() or rank_stuck or self.disk_error) and st.status != "stopping":
@@ -150,7 +149,7 @@ class Supervisor:
                 st.status = "stopping"
                 stop_at = _size(self.run / record.LOG_FILE)
                 self.save()
-                st.leftover = processes.stop_job(st, self.note, reap=proc.poll)
+                st.leftover = self.executor.stop(st, self.note)
                 self.save()
             time.sleep(0.2)
         return code, evs + record.parse(tail.read_lines()), stop_at
@@ -171,6 +170,11 @@ class Supervisor:
                 self.log.close()
             except OSError:
                 pass
+            if self.state.kind == "chat":  # a chat worker is listed while it holds its devices, not after
+                try:
+                    self.registry.remove(self.state.run_dir)
+                except Exception as err:  # its state.json says it ended: the guard passes it by anyway
+                    _stderr(f"{type(err).__name__}: {err}")
 
 
 def _stderr(text: str) -> None:
@@ -179,13 +183,6 @@ def _stderr(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
     except OSError:
         pass
-
-
-def _merge_ranks(state: JobState, seen: list[dict]) -> bool:
-    known = {r["pid"] for r in state.ranks}
-    new = [r for r in seen if r["pid"] not in known]
-    state.ranks += new
-    return bool(new)
 
 
 def _size(path: Path) -> int:

@@ -12,7 +12,8 @@ same data, tokenizer and template tokenizes nothing.
 Each row keeps, besides ``input_ids`` and ``labels``: ``length`` (after the
 cutoff), ``full_length`` (before), ``prompt_length`` (tokens before the first
 answer), ``learned`` (tokens with a label), ``source`` and ``record`` (which
-dataset and which of its records).  Records that cannot be used are skipped and
+dataset and which of its records).  A sample longer than ``cutoff_len`` is cut
+by the job's ``truncation`` rule (``data.tokens``).  Records that cannot be used are skipped and
 counted, with the first few reasons kept in the entry's ``info.json``; so are
 samples whose prompt fills the cutoff (nothing left to learn).
 """
@@ -33,14 +34,14 @@ from typing import Any
 import numpy as np
 
 from .. import files, words
-from ..data import convert, info as datainfo
+from ..data import convert, info as datainfo, tokens
 from ..data.formats import DataError
 from ..data.info import DatasetSource
 from ..job import spec as specmod
 from ..words import say
 from . import dataload, templates
 
-VERSION = 1  # of the rows this module writes: a change here makes new cache entries
+VERSION = 2  # of the rows this module writes: a change here makes new cache entries
 CACHE_ENV = "ZEROBOARD_DATA_CACHE"
 BATCH = 1000
 ROWS_PER_WORKER = 20_000  # fewer rows than this per worker: starting workers costs more than it saves
@@ -65,7 +66,7 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> str:
     what = {"version": VERSION, "sources": [s.describe() for s in sources], "max_samples": job.max_samples,
-            "seed": job.seed, "cutoff_len": job.cutoff_len, "template": tokenizer.chat_template,
+            "seed": job.seed, "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
             "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
@@ -90,35 +91,33 @@ class TokenizeBatch:
     tokenizer: Any
     renderer: templates.Renderer
     cutoff: int
+    truncation: tokens.Rule = "proportional"
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         keys = list(batch)
-        texts, spans, where, problems = [], [], [], {}
+        layouts, where, problems = [], [], {}
         for j, i in enumerate(indices):
             record = {k: batch[k][j] for k in keys}
             try:
                 c = convert.chat_of(record, self.src, self.formatting)
-                text, sp = self.renderer.spans(c.messages, c.tools)
+                layouts.append(self.renderer.layout(c.messages, c.tools))
             except Exception as e:  # a record that cannot be used: skipped, counted, its reason kept
                 msg = e.args[0] if isinstance(e, DataError) else say("data.template_failed", why=f"{type(e).__name__}: {e}")
                 problems[i] = json.dumps(words.to_json(msg), ensure_ascii=False)
                 continue
-            texts.append(text)
-            spans.append(sp)
             where.append(i)
         out: dict[str, list] = {k: [] for k in ("input_ids", "labels", "length", "full_length", "prompt_length", "learned",
                                                 "source", "record", "problem")}
-        encoded = dict(zip(where, templates.encode_texts(self.tokenizer, texts, spans)))
-        cut = self.cutoff
+        encoded = dict(zip(where, templates.encode_layouts(self.tokenizer, layouts)))
         for i in indices:
             ids, ranges = encoded.get(i, ([], []))
-            kept = [(a, min(b, cut)) for a, b in ranges if a < cut]
-            out["input_ids"].append(ids[:cut])
-            out["labels"].append(templates.labelled(ids, kept, cut))
-            out["length"].append(min(len(ids), cut))
+            input_ids, labels = tokens.cut(ids, ranges, self.cutoff, self.truncation)
+            out["input_ids"].append(input_ids)
+            out["labels"].append(labels)
+            out["length"].append(len(input_ids))
             out["full_length"].append(len(ids))
             out["prompt_length"].append(ranges[0][0] if ranges else len(ids))
-            out["learned"].append(sum(b - a for a, b in kept))
+            out["learned"].append(sum(label != tokens.IGNORE for label in labels))
             out["source"].append(self.source)
             out["record"].append(i)
             out["problem"].append(problems.get(i, ""))
@@ -164,7 +163,7 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         t = time.time()
         procs = workers(job, len(raw))
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
-        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len)
+        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation)
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
                              features=_features(), num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
@@ -187,7 +186,7 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         "records": read, "samples": int(keep.sum()), "tokens": int(lengths[keep].sum()),
         "learned_tokens": int(learned[keep].sum()), "truncated": int(((full > job.cutoff_len) & ~problem).sum()),
         "answer_lost": int(((learned == 0) & ~problem).sum()), "skipped": int(problem.sum()),
-        "problems": first_problems, "cutoff_len": job.cutoff_len, "template": tokenizer.chat_template,
+        "problems": first_problems, "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
     }
     t = time.time()
     kept.save_to_disk(str(staging / "data"))

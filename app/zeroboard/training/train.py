@@ -22,10 +22,11 @@ import traceback
 from pathlib import Path
 
 from .. import files
-from ..job import checks, folders, placement, record, spec as specmod
+from ..job import checks, dstune, folders, placement, record, spec as specmod, trackers as jobtrackers, weights
+from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
-from . import dataprep, ops, templates
+from . import dataprep, ops, profiling, templates, trackers
 from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
 from .packing import PackedRows
 from .speedups import Speedups
@@ -70,44 +71,21 @@ def announce_compile(events: EventWriter, kind: str, **fields) -> None:
         log.info("%s", say(f"train.{kind}", **fields))
 
 
+# ZeroBoard's own choices for the Trainer, whatever the job: our progress line replaces tqdm's, the collator needs
+# every column, and the rows are memory-mapped (no loader workers). extra_args may still set them.
+FIXED_ARGS = {"disable_tqdm": True, "remove_unused_columns": False, "dataloader_num_workers": 0}
+
+
+def trainer_kwargs(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups) -> dict:
+    """The TrainingArguments of a job: each field's own, as its definition in the spec declares them."""
+    resolved = Resolved(ds_config=ds_config, liger=speed.liger, liger_config=speed.liger_config)
+    return {**FIXED_ARGS, **specmod.trainer_arguments(job, resolved)}
+
+
 def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups):
     from transformers import TrainingArguments
 
-    cpu = job.device_type == "cpu"
-    kwargs = dict(
-        output_dir=job.output_dir,
-        learning_rate=job.learning_rate,
-        num_train_epochs=job.num_train_epochs,
-        max_steps=job.max_steps if job.max_steps > 0 else -1,
-        lr_scheduler_type=job.lr_scheduler_type,
-        warmup_steps=job.warmup_steps,
-        per_device_train_batch_size=job.per_device_train_batch_size,
-        gradient_accumulation_steps=job.gradient_accumulation_steps,
-        max_grad_norm=job.max_grad_norm,
-        weight_decay=job.weight_decay,
-        bf16=job.precision == "bf16",
-        fp16=job.precision == "fp16",
-        gradient_checkpointing=job.gradient_checkpointing,
-        logging_steps=job.logging_steps,
-        save_strategy="steps" if job.save_steps > 0 else "no",
-        save_steps=job.save_steps or 500,
-        per_device_eval_batch_size=job.per_device_eval_batch_size,
-        seed=job.seed,
-        deepspeed=ds_config,
-        use_cpu=cpu,
-        report_to="none",
-        disable_tqdm=True,
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-    )
-    if job.eval_steps > 0 and (job.val_size > 0 or job.eval_dataset):
-        kwargs.update(eval_strategy="steps", eval_steps=job.eval_steps)
-    if cpu:
-        kwargs["ddp_backend"] = "gloo"
-    if speed.liger:
-        kwargs.update(use_liger_kernel=True, liger_kernel_config=speed.liger_config)
-    kwargs.update(job.extra_args)
-    return TrainingArguments(**kwargs)
+    return TrainingArguments(**trainer_kwargs(job, ds_config, speed))
 
 
 def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
@@ -157,6 +135,17 @@ def use_template(job: specmod.JobSpec, tokenizer) -> templates.Applied:
     return applied
 
 
+def weights_dtype(job: specmod.JobSpec, ds_config: dict | None):
+    """The dtype the weights load in (job.weights): DeepSpeed, pure bf16 and LoRA's frozen base in 16 bit; fp32 master
+    weights (autocast) and the split mode in fp32 (the split keeps an fp32 checkpoint's exact values as the
+    optimizer's master weights)."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
+    mode = weights.of_job(job, job.precision, placement.zero_setting(ds_config)[0], dstune.world_size())
+    return dtype if weights.loads_16bit(mode) else torch.float32
+
+
 def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | None = None):
     """The model; ``vocab``: the tokenizer's size after a template added tokens (the embeddings grow to it)."""
     from transformers import AutoModelForCausalLM
@@ -180,6 +169,17 @@ def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | 
         # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
         model = get_peft_model(model, cfg, autocast_adapter_dtype=not job.pure_bf16)
     return model
+
+
+def resume_checkpoint(job: specmod.JobSpec) -> str | None:
+    """With ``resume``: the last complete checkpoint; a half-written one (an abort during a save) is skipped."""
+    if not job.resume:
+        return None
+    done, partial = folders.checkpoints(Path(job.output_dir))
+    skipped = [p.name for p in partial if not done or int(p.name.split("-")[1]) > int(done[-1].name.split("-")[1])]
+    if RANK == 0 and skipped:
+        log.warning("skipping incomplete checkpoint(s): %s", ", ".join(skipped))
+    return str(done[-1]) if done else None
 
 
 def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer, train_output, applied: templates.Applied,
@@ -223,6 +223,7 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
         "precision": job.precision,
         "stopped_early": trainer.state.global_step < trainer.state.max_steps,  # "save and stop" ended it
         "loads_with": loads_with,
+        "trackers": [w.to_dict() for w in jobtrackers.for_job(job)],  # where each wrote, and how to open it
     }
     files.write_text_atomic(out / record.RESULT_FILE, json.dumps(result, indent=2) + "\n")
     return result
@@ -239,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(out)
     events = EventWriter(out, RANK)
+    ok = False
     try:
         result = run(job, events, launched_at)
+        ok = True
     except BaseException as e:  # report every failure with its rank, then let the launcher stop the rest
         if isinstance(e, KeyboardInterrupt):
             events.emit("error", rank=RANK, message=str(say("train.interrupted")), traceback="")
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             print(tb, file=sys.stderr, flush=True)
         return 1
     finally:
+        trackers.finish(ok)
         shutdown()
     if RANK == 0:
         events.emit("end", status="finished", result=result)
@@ -260,19 +264,31 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     # --- setup ---------------------------------------------------------------------
-    import torch
     import transformers
     from transformers import AutoTokenizer, Trainer, set_seed
 
     transformers.logging.set_verbosity_warning()
     ds_config = None
+    tuned: dict = {}
     if job.deepspeed:
         ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
+        # the values the preview named for this placement and model (job.dstune); a preset file stays as written
+        ds_config, tuned = dstune.for_run(ds_config, job.deepspeed, dstune.world_size(), job.model_name_or_path,
+                                          job.gradient_checkpointing, job.finetuning_type == "lora")
     if RANK == 0:
         (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
-        if ds_config is not None:
+        if tuned:
+            files.write_text_atomic(Path(job.output_dir) / record.DS_CONFIG_FILE, json.dumps(ds_config, indent=2) + "\n")
+            log.info("%s", dstune.note(tuned))
+        elif ds_config is not None:
             shutil.copyfile(job.deepspeed, Path(job.output_dir) / record.DS_CONFIG_FILE)
         log.info("job: %s", json.dumps(specmod.changed(job)))
+    # the tracker first: one that cannot start fails the run now, before the data and the model are loaded
+    written = trackers.start(job)
+    if RANK == 0 and written:
+        events.emit("trackers", trackers=[w.to_dict() for w in written])
+        for w in written:
+            log.info("tracker %s writes into %s (open it with: %s)", w.tracker, w.path, w.open)
 
     if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
         wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
@@ -300,10 +316,14 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     rows, eval_rows, data = prepare_data(job, tokenizer, args, events)
 
     # --- model -----------------------------------------------------------------------
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.precision, torch.float32)
-    # Mixed precision without DeepSpeed keeps fp32 master weights (autocast) unless pure_bf16; DeepSpeed casts itself.
-    model = load_model(job, dtype if ds_config is not None or job.pure_bf16 else torch.float32, speed,
-                       len(tokenizer) if len(tokenizer) > vocab_before else None)
+    model = load_model(job, weights_dtype(job, ds_config), speed, len(tokenizer) if len(tokenizer) > vocab_before else None)
+    optimizer = None
+    if speed.weights == "split":
+        from . import master
+
+        optimizer = (master.SplitAdamW, dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                             eps=args.adam_epsilon, weight_decay=args.weight_decay,
+                                             low_bits=master.split_model(model)))
     if RANK == 0:
         log.info("speed-ups: %s", "; ".join(speed.notes))
     if RANK == 0 and job.finetuning_type == "lora":
@@ -312,19 +332,15 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- train -----------------------------------------------------------------------
     counter = TokenCounter(tokenizer.pad_token_id)
+    callbacks = [make_callback(events, counter, launched_at, speed.to_dict()), profiling.callback(job.output_dir)]
     trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=eval_rows, data_collator=counter,
-                      processing_class=tokenizer, callbacks=[make_callback(events, counter, launched_at, speed.to_dict())])
+                      processing_class=tokenizer, callbacks=[c for c in callbacks if c is not None],
+                      optimizer_cls_and_kwargs=optimizer)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log
-    last_ckpt = None
-    if job.resume:  # the last complete checkpoint; a half-written one (an abort during a save) is skipped
-        done, partial = folders.checkpoints(Path(job.output_dir))
-        last_ckpt = str(done[-1]) if done else None
-        skipped = [p.name for p in partial if not done or int(p.name.split("-")[1]) > int(done[-1].name.split("-")[1])]
-        if RANK == 0 and skipped:
-            log.warning("skipping incomplete checkpoint(s): %s", ", ".join(skipped))
-    train_output = trainer.train(resume_from_checkpoint=last_ckpt)
+    trackers.attach(trainer)
+    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(job))
     eval_loss = None
     if eval_rows is not None:  # the final evaluation (an eval event), unless the last step was just evaluated
         done = [h["eval_loss"] for h in trainer.state.log_history

@@ -19,8 +19,8 @@ from .. import files, planner, words, workspace
 from ..data import convert, info as datainfo, records
 from ..data.formats import DataError
 from ..job import checks, command, devices, placement, spec
-from ..planner import verdict
 from ..runs import manager as runmgr
+from ..runs.launch import prepare_launch
 from ..words import Msg, say, text, tr
 
 SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
@@ -92,7 +92,7 @@ def check(values: dict, gpus: list[devices.Gpu], port: int | None = None) -> Che
     job, problems = form_to_spec(values)
     if job is None:
         return Checked(None, problems)
-    prepared = verdict.prepare(job, gpus, port=port)
+    prepared = prepare_launch(job, gpus, port=port)
     return Checked(job, dict(prepared.report.errors), dict(prepared.report.warnings), prepared)
 
 
@@ -104,6 +104,9 @@ def command_html(cmd: command.Command, lang: str = "en") -> str:
         shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
     shown = workspace.shown(cmd.cwd)  # where it runs, as the workspace names it: no machine's paths on the page
     where = html.escape(text("page.run_from_workspace", lang) if shown == "." else text("cli.run_from", lang, cwd=shown))
+    if cmd.script is not None:  # a Slurm job: the script Start writes and submits, then the submitting line
+        script = html.escape(text("cli.sbatch_script", lang, path=cmd.argv[-1])) + "\n" + html.escape(cmd.script)
+        return f'<pre class="zb-cmd">{where}\n{script}\n{shell}</pre>'
     return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
 
 

@@ -222,7 +222,8 @@ class Live:
 
     def snapshot(self, run_dir: str | None, lang: str = words.DEFAULT) -> Snapshot:
         state = self.manager.state(run_dir) if run_dir else None
-        sample = self.monitor.sample(state)
+        chat = tuple(w.launcher_pid for w in self.manager.workers() if w.active and w.launcher_pid)
+        sample = self.monitor.sample(state, chat)
         host = f"{words.label('host_ram', lang)}: {monitor.host_text(sample)}"
         snap = Snapshot(run_dir, gpu_rows=monitor.gpu_rows(sample), host=host,
                         history=monitor.history_rows(self.monitor.history()), sample_time=sample.time, lang=lang)

@@ -31,7 +31,7 @@ CHECK_TIMEOUT_S = 600.0  # reload + greedy answers of the tuned and the base mod
 EXPORT_TIMEOUT_S = 1800.0  # consolidate / merge: loads and writes a whole model
 DEFAULT_PROMPTS = "\n".join(DEMO_PROMPTS)
 PROMPTS = {"en": DEFAULT_PROMPTS, "zh": "\n".join(DEMO_PROMPTS_ZH)}  # the demo's questions, in the page's language
-SUFFIX = {"consolidate": "consolidated", "merge": "merged"}
+SUFFIX = {"consolidate": "consolidated", "merge": "merged", "export": "export"}
 
 
 @dataclass
@@ -44,6 +44,8 @@ class View:
     can_merge: bool = False
     consolidate_dir: str = ""
     merge_dir: str = ""
+    can_export: bool = False  # a final adapter or full model: a standalone folder with an Ollama Modelfile
+    export_dir: str = ""
 
 
 def new_dir_name(run_dir: str | Path, kind: str) -> str:
@@ -64,9 +66,11 @@ def view(run_dir: str | None, status: str, lang: str = words.DEFAULT) -> View:
     kinds = {i.kind for i in ins.items}
     adapter = "lora_adapter" in kinds
     saved = ins.text(lang).replace(str(run_dir), workspace.shown(run_dir))  # paths as the workspace names them
+    final = (ins.result or {}).get("kind") in ("lora_adapter", "full_model")
     return View(True, saved, can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
                 consolidate_dir=workspace.shown(new_dir_name(run_dir, "consolidate")),
-                merge_dir=workspace.shown(new_dir_name(run_dir, "merge")))
+                merge_dir=workspace.shown(new_dir_name(run_dir, "merge")),
+                can_export=final, export_dir=workspace.shown(new_dir_name(run_dir, "export")))
 
 
 def not_ready(manager: JobManager, run_dir: str | None, lang: str = words.DEFAULT) -> str | None:
@@ -94,7 +98,7 @@ class CliResult:
             return words.text("page.time_limit", lang, seconds=round(limit))
         lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
         last = lines[-1] if lines else ""
-        if ": " in last and last.split(": ", 1)[0] in ("check", "consolidate", "merge"):
+        if ": " in last and last.split(": ", 1)[0] in ("check", "consolidate", "merge", "export"):
             return last.split(": ", 1)[1]  # the CLI's own message: what is wrong and what to do
         try:
             err = json_report(self.stdout).get("error")
@@ -239,6 +243,10 @@ def export(kind: str, run_dir: str, out_dir: str, timeout: float = EXPORT_TIMEOU
     except ValueError:
         why = f"{words.text('page.no_json', lang)}:\n\n```text\n{res.stdout[-1500:]}\n```"
         return words.text("export_failed", lang, what=what, why=why), None
+    if kind == "export":
+        from ..outputs.standalone import export_text
+
+        return export_text(info, lang), new_dir_name(run_dir, kind)
     if kind == "consolidate":
         msg = words.text("wrote_consolidated", lang, path=info["path"], parameters=info["parameters"], src=info["from"],
                        step=info["step"])

@@ -32,6 +32,9 @@ class OutputPanel:
     merge_row: gr.Row
     merge_dir: gr.Textbox
     merge: gr.Button
+    export_row: gr.Row
+    export_dir: gr.Textbox
+    export: gr.Button
     message: gr.Markdown
     report: gr.State  # the last check report shown in ``answers`` (None: none)
     texts: dict
@@ -52,13 +55,17 @@ def render_output_check(lang: str) -> OutputPanel:
         with gr.Row(visible=False, equal_height=False) as merge_row:
             merge_dir = gr.Textbox(label=t("merge_dir"), scale=4, elem_id="zb-merge-dir")
             merge = gr.Button(t("merge"), scale=1, elem_id="zb-merge-btn")
+        with gr.Row(visible=False, equal_height=False) as export_row:
+            export_dir = gr.Textbox(label=t("export_dir"), scale=4, elem_id="zb-export-dir")
+            export = gr.Button(t("export"), scale=1, elem_id="zb-export-btn")
         message = gr.Markdown(elem_id="zb-output-message")
         report = gr.State(None)
     texts = {"output_check": (box, "label"), "saved": (saved, "label"), "prompts": (prompts, "label"),
              "reload": (reload, "value"), "consolidate_dir": (consolidate_dir, "label"),
-             "consolidate": (consolidate, "value"), "merge_dir": (merge_dir, "label"), "merge": (merge, "value")}
+             "consolidate": (consolidate, "value"), "merge_dir": (merge_dir, "label"), "merge": (merge, "value"),
+             "export_dir": (export_dir, "label"), "export": (export, "value")}
     return OutputPanel(box, saved, prompts, reload, answers, consolidate_row, consolidate_dir, consolidate, merge_row,
-                       merge_dir, merge, message, report, texts)
+                       merge_dir, merge, export_row, export_dir, export, message, report, texts)
 
 
 def outputs(p: OutputPanel) -> list:
@@ -69,7 +76,7 @@ def outputs(p: OutputPanel) -> list:
 def updates(v: output_check.View) -> list:
     """The panel for a newly selected (or newly finished) run; earlier answers and messages are cleared."""
     return [gr.update(visible=v.visible), v.saved, gr.update(visible=v.can_consolidate), v.consolidate_dir,
-            gr.update(visible=v.can_merge), v.merge_dir, "", "", None]
+            gr.update(visible=v.can_merge), v.merge_dir, gr.update(visible=v.can_export), v.export_dir, "", "", None]
 
 
 def relabel_saved(v: output_check.View) -> list:
@@ -78,7 +85,8 @@ def relabel_saved(v: output_check.View) -> list:
 
 
 def outputs_order() -> tuple[str, ...]:
-    return ("box", "saved", "consolidate_row", "consolidate_dir", "merge_row", "merge_dir", "answers", "message", "report")
+    return ("box", "saved", "consolidate_row", "consolidate_dir", "merge_row", "merge_dir", "export_row", "export_dir",
+            "answers", "message", "report")
 
 
 def wire_output_check(p: OutputPanel, manager: JobManager, session: gr.State, lang: gr.Radio) -> None:
@@ -118,3 +126,4 @@ def wire_output_check(p: OutputPanel, manager: JobManager, session: gr.State, la
     lang.change(on_lang_prompts, [p.prompts, lang], [p.prompts], show_progress="hidden")
     p.consolidate.click(exporter("consolidate"), [session, p.consolidate_dir, lang], [p.message, p.consolidate_dir], **io)
     p.merge.click(exporter("merge"), [session, p.merge_dir, lang], [p.message, p.merge_dir], **io)
+    p.export.click(exporter("export"), [session, p.export_dir, lang], [p.message, p.export_dir], **io)

@@ -189,6 +189,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "Liger's Triton kernels need an NVIDIA GPU; choose auto or off for CPU runs",
         "Liger 的 Triton 算子需要 NVIDIA GPU;CPU 运行请选择 auto 或 off",
     ),
+    "check.tracker_missing": (
+        "{tracker} is not installed here; `{install}` installs it (usable now: {offered})",
+        "这里没有安装 {tracker};用 `{install}` 安装(现在可选:{offered})",
+    ),
     "check.liger_missing": (
         "liger-kernel is not installed; pip install liger-kernel (or zeroboard[gpu]), or choose auto",
         "没有安装 liger-kernel;请 pip install liger-kernel(或 zeroboard[gpu]),或选择 auto",
@@ -224,6 +228,18 @@ WORDS: dict[str, tuple[str, str]] = {
     "check.packing_recurrent": (
         "{model_type} has recurrent layers whose state would run from one packed sample into the next; untick packing",
         "{model_type} 有循环层,状态会从一个打包样本带到下一个;请取消序列打包",
+    ),
+    "check.compile_liger": (
+        "torch_compile with Liger's kernels stopped with a CUDA illegal memory access on the H200 bench (1.1 B Llama, pure bf16, through the Trainer); a 4-layer model compiled the same way ran, so the cause is not found yet. Set liger_kernel: off to compile, or leave torch_compile out",
+        "torch_compile 与 Liger 算子一起使用时,H200 基准(1.1 B Llama、纯 bf16、经由 Trainer)因 CUDA 非法内存访问而停止;同样编译的 4 层模型能正常运行,原因尚未查明。要编译请把 liger_kernel 设为 off,或者不用 torch_compile",
+    ),
+    "check.ds_tuned": (
+        "one process: ZeroBoard sets {values} for this run (with one GPU there is nothing to split or communicate); the preset file stays as written",
+        "单个进程:ZeroBoard 为本次运行设置 {values}(只有一个 GPU 时没有可切分或通信的内容);预设文件保持原样",
+    ),
+    "check.master_split_optim": (
+        "split master weights come with their own AdamW; remove optim from the extra arguments or choose fp32 master weights",
+        "split 主权重自带 AdamW 优化器;请从额外参数中删除 optim,或选择 fp32 主权重",
     ),
     "check.pure_bf16_ds": (
         "DeepSpeed keeps its own fp32 master weights; untick pure_bf16 or set DeepSpeed stage to none and clear the DeepSpeed file",

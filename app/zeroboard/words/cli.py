@@ -80,6 +80,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.plan_error": ("plan: {why}", "显存估算:{why}"),
     "cli.busy": ("Not started: {why}", "没有启动:{why}"),
     "cli.not_started": ("Not started: {why}", "没有启动:{why}"),
+    "cli.tracker": ("tracker {tracker} writes into {path}; open it with: {open}", "实验跟踪 {tracker} 写入 {path};打开方式:{open}"),
     "cli.started": ("started {run} (supervisor pid {pid}); Ctrl-C stops the job", "已启动 {run}(监督进程 pid {pid});Ctrl-C 停止任务"),
     "cli.detached": (
         "left running: zeroboard runs shows it, zeroboard stop {run} stops it",

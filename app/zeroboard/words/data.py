@@ -50,6 +50,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "{info}:条目 {name} 的 {field} 无法使用(columns 和 tags 是名称到名称的映射;num_samples 是正整数)",
     ),
     "data.tools_not_json": ("the tools column {column} is not JSON", "tools 列 {column} 不是 JSON"),
+    "data.bad_function_call": (
+        'message {i} is a function call but not JSON of {{"name": ..., "arguments": ...}} (or a list of them)',
+        '第 {i} 条消息是函数调用,但不是 {{"name": ..., "arguments": ...}}(或其列表)形式的 JSON',
+    ),
     "data.bad_history": (
         "the history column {column} must be a list of [prompt, response] pairs",
         "history 列 {column} 必须是 [提问, 回答] 对组成的列表",

@@ -40,6 +40,14 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Longest tokenized sample; longer ones are truncated.",
         "单个样本的最大 token 数,超出部分被截断。",
     ),
+    "truncation": (
+        "Truncation",
+        "截断方式",
+        "How a sample longer than the cutoff is cut. proportional (LLaMA-Factory's rule): each prompt and its answer "
+        "are trimmed in proportion, so part of every answer is kept; end: the sample is cut at its end.",
+        "超过截断长度的样本如何截断。proportional(LLaMA-Factory 的规则):每段提问和它的回答按比例裁短,"
+        "每个回答都保留一部分;end:直接截掉样本的末尾。",
+    ),
     "max_samples": (
         "Max samples",
         "最大样本数",
@@ -165,6 +173,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Keep weights and AdamW states in bf16, without the fp32 master copy: less memory and faster steps, but updates smaller than bf16's precision are lost. Only without DeepSpeed.",
         "权重和 AdamW 状态都用 bf16,不保留 fp32 主权重:更省显存、更快,但小于 bf16 精度的更新会丢失。仅在不用 DeepSpeed 时可用。",
     ),
+    "master_weights": (
+        "Master weights",
+        "主权重",
+        "How bf16 training keeps fp32 updates without DeepSpeed. auto: split for full fine-tuning with one process and no gradient accumulation (bf16 weights; the optimizer keeps the low 16 bits of each fp32 master weight, so updates are exactly those of fp32 master weights at bf16's speed and memory), fp32 otherwise; LoRA keeps its frozen base in bf16 and its adapters in fp32. split: always split (accumulated gradients then add up in bf16). fp32: fp32 weights with autocast, the old default.",
+        "不用 DeepSpeed 时,bf16 训练如何保持 fp32 精度的更新。auto:单进程、不做梯度累积的全参微调用 split(权重为 bf16,优化器保存每个 fp32 主权重的低 16 位,更新与 fp32 主权重完全一致,速度和显存与 bf16 相同),其他情况用 fp32;LoRA 的冻结底座为 bf16,适配器为 fp32。split:总是 split(此时累积的梯度以 bf16 相加)。fp32:fp32 权重加 autocast,即以前的默认方式。",
+    ),
     "lora_rank": ("LoRA rank", "LoRA 秩", "Rank of the LoRA matrices.", "LoRA 矩阵的秩。"),
     "lora_alpha": (
         "LoRA alpha",
@@ -186,6 +200,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "本次运行写入记录、日志、检查点和结果的目录。",
     ),
     "resume": ("Resume", "断点续训", "Continue from the last checkpoint in output_dir.", "从 output_dir 中最后一个检查点继续。"),
+    "report_to": (
+        "Experiment tracker",
+        "实验跟踪",
+        "Also log the run to a tracker, inside output_dir: tensorboard (tb/), wandb offline (wandb/), mlflow (mlruns/) or swanlab local (swanlog/). Each needs its package installed.",
+        "同时把训练记录写入实验跟踪工具,都保存在 output_dir 里:tensorboard(tb/)、离线 wandb(wandb/)、mlflow(mlruns/)或本地 swanlab(swanlog/)。需要先安装对应的包。",
+    ),
     "device_type": (
         "Device type",
         "设备类型",
@@ -211,7 +231,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Move optimizer states (and, for stage 3, parameters) to CPU memory.",
         "把优化器状态(stage 3 时还有参数)放到 CPU 内存。",
     ),
-    "launcher": ("Launcher", "启动器", "Which launcher starts the processes.", "用哪个启动器启动进程。"),
+    "launcher": (
+        "Launcher",
+        "启动器",
+        "Which launcher starts the processes: torchrun or deepspeed on this machine, or slurm (sbatch on a cluster).",
+        "用哪个启动器启动进程:在本机用 torchrun 或 deepspeed,或用 slurm(在集群上 sbatch 提交)。",
+    ),
     "num_nodes": (
         "Nodes",
         "节点数",
@@ -242,5 +267,26 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "额外参数(JSON)",
         "More transformers TrainingArguments, as a mapping.",
         "更多 transformers TrainingArguments,写成 JSON 对象。",
+    ),
+    "slurm_partition": ("Slurm partition", "Slurm 分区", "Partition to submit to (empty = the cluster's default).", "提交到哪个分区(留空 = 集群的默认分区)。"),
+    "slurm_gpus_per_node": (
+        "GPUs per node",
+        "每节点 GPU 数",
+        "GPUs each node gets from Slurm, one rank each (0 = CPU ranks: num_processes per node).",
+        "每个节点向 Slurm 申请的 GPU 数,每个 GPU 一个 rank(0 = CPU rank:每节点 num_processes 个)。",
+    ),
+    "slurm_cpus_per_task": (
+        "CPUs per node",
+        "每节点 CPU 数",
+        "CPU cores for the one task on each node (0 = one per rank).",
+        "每个节点上那一个任务使用的 CPU 核数(0 = 每个 rank 一个)。",
+    ),
+    "slurm_time": ("Time limit", "时间限制", "Slurm time limit, e.g. 02:00:00 or 1-12:00:00 (empty = the partition's).", "Slurm 时间限制,例如 02:00:00 或 1-12:00:00(留空 = 分区的默认值)。"),
+    "slurm_account": ("Slurm account", "Slurm 账户", "Account to charge (empty = your default).", "记账用的账户(留空 = 你的默认账户)。"),
+    "slurm_extra": (
+        "More #SBATCH options",
+        "更多 #SBATCH 选项",
+        "More sbatch options, comma-separated, e.g. --mem=64G, --qos=normal.",
+        "更多 sbatch 选项,用逗号分隔,例如 --mem=64G, --qos=normal。",
     ),
 }

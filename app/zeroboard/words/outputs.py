@@ -11,6 +11,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "out.trained": ("train loss {loss}, DeepSpeed stage {stage}", "训练 loss {loss},DeepSpeed stage {stage}"),
     "out.eval_loss": (", eval loss {loss}", ",验证 loss {loss}"),
     "out.step": (" (step {step})", "(第 {step} 步)"),
+    "out.tracker": ("  tracker {tracker}: {path}; open it with: {open}", "  实验跟踪 {tracker}:{path};打开方式:{open}"),
     "out.what.lora": (
         "a LoRA adapter: it needs its base model ({base}) to load (peft.PeftModel.from_pretrained(base, path)); "
         "merge it to get a standalone model",

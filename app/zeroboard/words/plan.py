@@ -46,19 +46,46 @@ WORDS: dict[str, tuple[str, str]] = {
         "### 放得下的设置(由快到慢,有余量的排在偏紧的前面)\n全局 batch 保持每次优化器更新 {batch} 条序列(micro-batch × 累积步数 × {n} 个设备)。",
     ),
     "plan.fit_cols": (
-        "| setting | micro-batch x accumulation | peak GiB | needed GiB | expected tokens/s | the step is mostly |",
-        "| 设置 | micro-batch × 累积 | 峰值 GiB | 需要 GiB | 预计 token/s | 每步主要花在 |",
+        "| setting | micro-batch x accumulation | peak GiB | needed GiB | expected step s | expected tokens/s | why |",
+        "| 设置 | micro-batch × 累积 | 峰值 GiB | 需要 GiB | 预计每步秒数 | 预计 token/s | 原因 |",
     ),
     "plan.fit_none": ("**No setting fits on these devices.** The smallest needs {gib} GiB: {setting}.",
                       "**这些设备上没有放得下的设置。** 最小的需要 {gib} GiB:{setting}。"),
     "plan.fit_best": ("**Best: {setting}.** Command line: `{sets}`", "**最佳:{setting}。** 命令行:`{sets}`"),
     "plan.fit_tight": ("; tight: under {margin}% headroom", ";偏紧:余量不到 {margin}%"),
     "plan.fit_same": ("The job already uses the fastest setting that fits.", "任务已经在用放得下的最快设置。"),
-    "plan.why.compute": ("compute", "计算"),
-    "plan.why.recompute": ("recomputing the forward pass (checkpointing)", "重算前向(梯度检查点)"),
-    "plan.why.zero3": ("ZeRO-3 gathering the weights", "ZeRO-3 收集权重"),
-    "plan.why.offload": ("offload (CPU AdamW and copies)", "offload(CPU 上的 AdamW 与拷贝)"),
-    "plan.why.step": ("DeepSpeed's optimizer step", "DeepSpeed 的优化器更新"),
+    "plan.fit_asked": ("As the job asks ({setting}): {reason}.", "任务当前的设置「{setting}」:{reason}。"),
+    "plan.fit_asked_not": (
+        "As the job asks, {setting} does not fit: it needs {need} GiB, {have} GiB are free.",
+        "任务当前的设置「{setting}」放不下:需要 {need} GiB,空闲只有 {have} GiB。",
+    ),
+    "plan.at_batch": ("{setting} at {mb} x {acc}", "{setting}({mb} × {acc})"),
+    # why one setting over another: its step time and memory against the other's (planner.reasons)
+    "plan.reason": ("{speed}, {memory}", "{speed},{memory}"),
+    "plan.reason.unneeded": ("{speed}; {memory}", "{speed};{memory}"),
+    "plan.reason.only": ("the only setting that fits", "唯一放得下的设置"),
+    "plan.speed.same": ("as fast as {other} (within 1%)", "与「{other}」一样快(相差不到 1%)"),
+    "plan.speed.faster": ("{n}% faster than {other}", "比「{other}」快 {n}%"),
+    "plan.speed.faster_x": ("{n}x as fast as {other}", "速度是「{other}」的 {n} 倍"),
+    "plan.speed.slower": ("{n}% slower than {other}", "比「{other}」慢 {n}%"),
+    "plan.speed.slower_x": ("{n}x slower than {other}", "每步耗时是「{other}」的 {n} 倍"),
+    "plan.mem.same": ("about the same memory", "显存相当"),
+    "plan.mem.less": ("{gib} GiB less", "少用 {gib} GiB"),
+    "plan.mem.more": ("{gib} GiB more", "多用 {gib} GiB"),
+    "plan.mem.unneeded": ("it saves {gib} GiB you do not need", "省下的 {gib} GiB 用不上"),
+    "plan.speed_source.measured": (
+        "Expected step times: the step-time model built on one H200's measured step components (its errors on "
+        "measured grids are in the GPU results page).",
+        "预计每步耗时:基于单张 H200 实测步骤组件的步时模型(它在实测网格上的误差见「GPU 实测结果」页)。",
+    ),
+    "plan.speed_source.scaled": (
+        "Expected step times: an estimate from H200 measurements, scaled to {gpu} by its bf16 peak and memory bandwidth.",
+        "预计每步耗时:由 H200 实测按 {gpu} 的 bf16 峰值算力与显存带宽换算得到的估计。",
+    ),
+    "plan.speed_source.unknown": (
+        "Expected step times: an estimate from H200 measurements; the planner has no figures for {gpu}.",
+        "预计每步耗时:依据 H200 实测的估计;显存估算没有 {gpu} 的性能数据。",
+    ),
     "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
     "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
     "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
@@ -90,6 +117,14 @@ WORDS: dict[str, tuple[str, str]] = {
         "{precision}(模型转为 {precision},优化器中保留 fp32 主权重)",
     ),
     "plan.mode.autocast": ("fp32 weights + {precision} autocast", "fp32 权重 + {precision} autocast"),
+    "plan.mode.split": (
+        "bf16 weights, the fp32 master weights' low 16 bits in the optimizer (exact fp32 updates)",
+        "bf16 权重,fp32 主权重的低 16 位保存在优化器中(更新与 fp32 完全一致)",
+    ),
+    "plan.mode.bf16_base": (
+        "frozen base in bf16, fp32 LoRA adapters + {precision} autocast",
+        "冻结底座为 bf16,fp32 LoRA 适配器 + {precision} autocast",
+    ),
     "plan.mode.pure_bf16": (
         "pure bf16 (weights, gradients and AdamW states in bf16; no fp32 master copy)",
         "纯 bf16(权重、梯度和 AdamW 状态都是 bf16,没有 fp32 主权重)",
@@ -141,10 +176,29 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan.host": ("\nHost RAM per process: about {gib} GiB", "\n每个进程的主机内存:约 {gib} GiB"),
     "plan.host_offload": (" (offloaded states included).", "(含 offload 出去的状态)。"),
     "plan.host_end": (".", "。"),
-    "plan.alt_head": ("| setting | peak GiB | needed GiB | fits |", "| 设置 | 峰值 GiB | 需要 GiB | 放得下 |"),
+    "plan.alt_head": (
+        "| setting | peak GiB | needed GiB | fits | expected step s |",
+        "| 设置 | 峰值 GiB | 需要 GiB | 放得下 | 预计每步秒数 |",
+    ),
     "plan.yes": ("yes", "是"),
     "plan.no": ("no", "否"),
     "plan.advice": ("**Recommendation:** {text}", "**建议**:{text}"),
+    # the expected speed of the chosen setting against the fastest that fits (planner.search.compare)
+    "plan.tps.where": ("on {n} {devs}", "在 {n} {devs}上"),
+    "plan.tps.fastest": (
+        "**Speed:** {setting} {where}: about {tps} tokens/s expected, the fastest setting that fits",
+        "**速度**:{setting}{where}:预计约 {tps} tokens/s,是放得下的设置中最快的",
+    ),
+    "plan.tps.slower": (
+        "**Speed:** {setting} {where}: {factor}× slower than {best} here (about {tps} against {best_tps} tokens/s "
+        "expected); {gain}",
+        "**速度**:{setting}{where}:比「{best}」慢 {factor} 倍(预计约 {tps} 对 {best_tps} tokens/s);{gain}",
+    ),
+    "plan.tps.saves": (
+        "it saves {gib} GiB you do not need",
+        "它省下的 {gib} GiB 显存在这里用不上",
+    ),
+    "plan.tps.saves_nothing": ("it saves no memory here", "在这里它也不省显存"),
     "plan.cpu_offload_note": (
         "offload on CPU processes moves nothing: the optimizer states are in host RAM already",
         "CPU 进程上 offload 不移动任何东西:优化器状态本来就在主机内存里",
@@ -159,18 +213,22 @@ WORDS: dict[str, tuple[str, str]] = {
         "processes, or turn on gradient checkpointing",
         "每个进程可用的内存放不下:请减小 micro-batch 或 cutoff_len、减少进程数,或开启梯度检查点",
     ),
-    "plan.advice.keep": ("keep {best}: the fastest setting that fits", "保持「{best}」:放得下的设置中最快的"),
+    "plan.advice.keep": (
+        "keep {best}: the fastest setting that fits, by the step-time model ({why})",
+        "保持「{best}」:按步时模型,它是放得下的设置中最快的({why})",
+    ),
+    "plan.advice.keep_only": ("keep {best}: the only setting that fits", "保持「{best}」:唯一放得下的设置"),
     "plan.advice.use_fits": (
-        "use {best}: the fastest setting that fits ({current} fits)",
-        "改用「{best}」:放得下的设置中最快的(当前的「{current}」放得下)",
+        "use {best}: the fastest setting that fits, by the step-time model ({current} fits too): {why}",
+        "改用「{best}」:按步时模型,它是放得下的设置中最快的(当前的「{current}」也放得下):{why}",
     ),
     "plan.advice.use_room": (
-        "use {best}: the fastest setting that fits with {margin}% headroom ({current} fits with less)",
-        "改用「{best}」:能留出 {margin}% 余量的设置中最快的(当前的「{current}」也放得下,但余量更少)",
+        "use {best}: the fastest setting that fits with {margin}% headroom ({current} fits with less): {why}",
+        "改用「{best}」:能留出 {margin}% 余量的设置中最快的(当前的「{current}」也放得下,但余量更少):{why}",
     ),
     "plan.advice.use_not": (
-        "use {best}: the fastest setting that fits ({current} does not fit)",
-        "改用「{best}」:放得下的设置中最快的(当前的「{current}」放不下)",
+        "use {best}: the fastest setting that fits, by the step-time model ({current} does not fit; {why})",
+        "改用「{best}」:按步时模型,它是放得下的设置中最快的(当前的「{current}」放不下;{why})",
     ),
     # notes
     "plan.note.checkpointing": (
@@ -178,8 +236,15 @@ WORDS: dict[str, tuple[str, str]] = {
         "开启梯度检查点后,每层只保存输入,不再保存全部激活",
     ),
     "plan.note.one_gpu": (
-        "on one GPU ZeRO-2/3 split nothing: they cost memory and speed compared with no DeepSpeed",
-        "单卡时 ZeRO-2/3 没有可切分的对象:与不用 DeepSpeed 相比,只会多占显存、变慢",
+        "on one GPU ZeRO-2/3 split nothing across devices. ZeRO-2 still changes the precision: the model is held in "
+        "16 bit and the fp32 master copy lives in the optimizer; measured on one H200 it needed 2-20 GiB less at the "
+        "allocator than no DeepSpeed and ran from 58% slower (1.1 B Llama, full, Liger) to 12% faster (StarCoder-1B "
+        "LoRA, accumulation 2), so --fit compares the two for this job. ZeRO-3 gathers every layer: 3.5-3.6x the step "
+        "time of no DeepSpeed (1.1 B Llama, full and LoRA)",
+        "单卡时 ZeRO-2/3 没有可在卡间切分的对象。ZeRO-2 仍会改变精度:模型以 16 位保存,fp32 主权重放在优化器里;"
+        "单张 H200 实测,它在分配器上比不用 DeepSpeed 少用 2-20 GiB,速度从慢 58%(1.1 B Llama,全参数,Liger)"
+        "到快 12%(StarCoder-1B LoRA,累积 2)不等,所以 --fit 会针对本任务比较两者。ZeRO-3 要逐层收集参数:"
+        "每步耗时是不用 DeepSpeed 的 3.5-3.6 倍(1.1 B Llama,全参数与 LoRA)",
     ),
     "plan.note.lora_zero3": (
         "under ZeRO-3 the LoRA adapters stay fp32 and every adapter input is saved in fp32 (and ZeRO-3 "
@@ -237,6 +302,18 @@ WORDS: dict[str, tuple[str, str]] = {
         "{every}持有全部模型状态。教材的算法是 2Ψ fp16 权重 + 2Ψ 梯度 + 12Ψ fp32 主权重和 Adam 动量;"
         "ZeroBoard 改为保留 fp32 权重并在 autocast 下训练:4Ψ 权重 + 8Ψ Adam 动量,再加上从反向到优化器更新"
         "之间存在的 4Ψ fp32 梯度(两步之间释放)——同样是 16Ψ,另外还有 autocast 的 16 位权重副本",
+    ),
+    "plan.f.none.split": (
+        "{every} holds all model states: 2Ψ bf16 weights + 2Ψ bf16 gradients + 8Ψ fp32 Adam moments + 2Ψ for "
+        "the low 16 bits of each fp32 master weight = 14Ψ against the guide's 16Ψ: the bf16 weight and those 16 bits "
+        "are the fp32 master weight, bit for bit, so the updates are exactly fp32's",
+        "{every}持有全部模型状态:2Ψ bf16 权重 + 2Ψ bf16 梯度 + 8Ψ fp32 Adam 动量 + 2Ψ 每个 fp32 主权重的低 16 位"
+        " = 14Ψ,教材为 16Ψ:bf16 权重加上这 16 位就是逐位相同的 fp32 主权重,所以更新与 fp32 完全一致",
+    ),
+    "plan.f.none.bf16_base": (
+        "{every} holds all model states: the frozen base in bf16 (2 bytes a parameter), the adapter in fp32 with its "
+        "gradients and Adam moments",
+        "{every}持有全部模型状态:冻结的底座为 bf16(每个参数 2 字节),适配器及其梯度和 Adam 动量为 fp32",
     ),
     "plan.f.none.plain": (
         "{every} holds all model states: weights, gradients and Adam moments (16Ψ in the guide's count)",

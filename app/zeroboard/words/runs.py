@@ -77,6 +77,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.stop_left": ("processes still alive: {pids}", "仍有进程存活:{pids}"),
     # the trainer (its log and its errors)
     "train.interrupted": ("interrupted (SIGINT)", "被中断(SIGINT)"),
+    "train.tracker_failed": ("the experiment tracker {tracker} could not start, so training did not: {why}",
+                             "实验跟踪工具 {tracker} 无法启动,训练没有开始:{why}"),
     "train.stale_lock": ("removed the build lock of DeepSpeed op {op} left by a compile that was stopped",
                          "已删除 DeepSpeed 算子 {op} 的编译锁(上次编译被中断后遗留)"),
     "train.compile": ("compiling DeepSpeed op {op} (first time only; `zeroboard build-ops` builds it ahead)",
@@ -108,11 +110,16 @@ WORDS: dict[str, tuple[str, str]] = {
     "train.liger_no_kernels": ("no Liger kernels for model type {model_type}", "Liger 没有 {model_type} 类型模型的算子"),
     "train.liger_on_but": ("liger_kernel: is on but {why}; choose auto or off", "liger_kernel:设为 on,但{why};请选择 auto 或 off"),
     "train.liger_off": ("Liger kernels off ({why})", "Liger 算子关闭({why})"),
-    "train.liger_on": ("Liger kernels on (RMSNorm, SwiGLU, RoPE)", "Liger 算子开启(RMSNorm、SwiGLU、RoPE)"),
-    "train.liger_on_fused": (
-        "Liger kernels on (RMSNorm, SwiGLU, RoPE + fused linear cross-entropy)",
-        "Liger 算子开启(RMSNorm、SwiGLU、RoPE + 线性层与交叉熵融合)",
-    ),
+    # what the installed Liger's own function for the model type applies (zeroboard.job.liger), kernel by kernel
+    "train.liger_on": ("Liger kernels on ({kernels})", "Liger 算子开启({kernels})"),
+    "train.liger_and": ("{a}, {b}", "{a}、{b}"),
+    "train.liger_k.rms_norm": ("RMSNorm", "RMSNorm"),
+    "train.liger_k.swiglu": ("SwiGLU", "SwiGLU"),
+    "train.liger_k.geglu": ("GeGLU", "GeGLU"),
+    "train.liger_k.layer_norm": ("LayerNorm", "LayerNorm"),
+    "train.liger_k.rope": ("RoPE", "RoPE"),
+    "train.liger_k.fused_linear_cross_entropy": ("fused linear cross-entropy", "线性层与交叉熵融合"),
+    "train.liger_k.cross_entropy": ("cross-entropy (logits still built)", "交叉熵(仍生成 logits)"),
     "train.pure_bf16_precision": (
         "pure_bf16: needs bf16 compute but this job runs in {precision}; untick pure_bf16",
         "pure_bf16:需要 bf16 计算,但这个任务使用 {precision};请取消纯 bf16",
@@ -120,6 +127,18 @@ WORDS: dict[str, tuple[str, str]] = {
     "train.attention": ("attention: {attn}", "注意力:{attn}"),
     "train.attention_default": ("model default", "模型默认"),
     "train.weights_pure_bf16": ("weights: bf16 (pure bf16, no fp32 master copy)", "权重:bf16(纯 bf16,没有 fp32 主权重)"),
+    "train.weights_split": (
+        "weights: bf16; the optimizer keeps the low 16 bits of each fp32 master weight (updates exactly as with fp32 master weights)",
+        "权重:bf16;优化器保存每个 fp32 主权重的低 16 位(更新与 fp32 主权重完全一致)",
+    ),
+    "train.weights_split_slow": (
+        "split master weights: the fused Triton kernel is unavailable or disagrees with the PyTorch reference; the optimizer runs as PyTorch operations (slower)",
+        "split 主权重:融合的 Triton 算子不可用或与 PyTorch 参考结果不一致;优化器改用 PyTorch 运算(更慢)",
+    ),
+    "train.weights_bf16_base": (
+        "weights: frozen base in bf16, LoRA adapters fp32 + {precision} autocast",
+        "权重:冻结的底座为 bf16,LoRA 适配器为 fp32 + {precision} autocast",
+    ),
     "train.weights_autocast": ("weights: fp32 master + {precision} autocast", "权重:fp32 主权重 + {precision} autocast"),
     "train.weights_plain": ("weights: {precision}", "权重:{precision}"),
     "train.weights_ds_half": (

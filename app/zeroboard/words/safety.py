@@ -63,6 +63,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "is {got}, above {limit}: alpha scales the adapter's update by alpha / rank (usually 1–2 × the rank)",
         "为 {got},超过 {limit}:alpha 按 alpha / rank 缩放适配器的更新(通常取秩的 1–2 倍)",
     ),
+    "bound.processes": ("is {got}, above {limit} processes on one machine", "为 {got},单台机器上超过 {limit} 个进程"),
     "bound.nodes": ("is {got}, above {limit} machines: start fewer, or split the job", "为 {got},超过 {limit} 台机器:请减少机器数量,或拆分任务"),
     "bound.workers": (
         "is {got}, but this machine has {cores} CPU cores: each worker is a process of its own, so more than the cores "
@@ -105,4 +106,5 @@ WORDS: dict[str, tuple[str, str]] = {
         "将从 {name}(第 {step} 步,最后一个完整的检查点)继续{skipped}",
     ),
     "check.resume_skips": ("; skips {names} (cut short while saving)", ";跳过 {names}(保存时被中断)"),
+    "bound.per_node": ("is {got}, above {limit}: no cluster node has that many", "为 {got},超过 {limit}:没有哪个集群节点有这么多"),
 }

@@ -1,0 +1,52 @@
+"""``zeroboard queue``: the jobs waiting for their devices, in the order they will start; reorder and cancel them.
+
+``zeroboard train --queue`` puts a job there when its devices or folder are taken (the page's Queue button does
+the same); the dispatcher starts each as its devices free, through the same launch path as Start.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..runs import manager as runmgr
+from ..runs.queue import Queue
+from ..words import default_lang, status, text, tr
+
+
+def cmd_queue(args) -> int:
+    lang = default_lang()
+    q = Queue(runmgr.JobManager().index)
+    if args.action == "cancel":
+        entry = q.find(args.id or "")
+        if entry is None:
+            print(text("cli.queue_not_found", lang, id=args.id))
+            return 1
+        q.remove(entry.id)
+        print(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output))
+        return 0
+    if args.action == "move":
+        entry = q.find(args.id or "")
+        if entry is None or args.position is None:
+            print(text("cli.queue_not_found", lang, id=args.id))
+            return 1
+        q.move(entry.id, args.position)
+        print(text("cli.queue_moved", lang, id=entry.id, position=args.position))
+        return 0
+    entries = q.entries()
+    if not entries:
+        print(text("cli.queue_empty", lang))
+        return 0
+    print(text("cli.queue_header", lang))
+    for pos, e in enumerate(entries, 1):
+        waited = f"{(time.time() - e.queued) / 60:.0f} min"
+        print(f"{pos:<4} {e.id:<9} {status(e.status, lang):<8} {waited:<9} {e.output}")
+        print(f"{'':<24}{tr(e.why, lang)}")
+    return 0
+
+
+def add_commands(sub, lang: str) -> None:
+    s = sub.add_parser("queue", help=text("cli.queue_help", lang))
+    s.add_argument("action", nargs="?", choices=["list", "cancel", "move"], default="list")
+    s.add_argument("id", nargs="?")
+    s.add_argument("position", nargs="?", type=int)
+    s.set_defaults(fn=cmd_queue)

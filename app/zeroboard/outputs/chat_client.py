@@ -1,0 +1,201 @@
+"""Talking to a chat worker (:mod:`.chat_worker`) from the web server and the CLI: start it, ask, stop, unload.
+
+Light (no torch).  A worker is a job of the runs index (kind ``chat``), started
+through :meth:`JobManager.start_worker`: the device guard refuses it where a job
+runs and names it to a training job that wants its devices.  One worker per set
+of devices, in its own folder next to the runs index (``chat/cpu``,
+``chat/gpu-0-1``); the page and the CLI of one workspace find each other's
+worker there and share it when it holds the model they want.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ..job import devices as devmod
+from ..job.command import CHAT_MODULE
+from ..runs import processes
+from ..runs.manager import JobManager, StartError
+from ..runs.state import JobState, read_state, read_worker
+from ..words import from_json, say
+from .chat_target import Target
+from .inspect import OutputError
+
+IDLE_S = 900.0  # a worker nobody asked anything for this long unloads itself
+READY_S = 900.0  # loading a large model from a slow disk takes minutes
+UNLOAD_S = 60.0
+CONNECT_S = 10.0
+
+
+def folder_for(manager: JobManager, device_kind: str, gpus: list[int]) -> Path:
+    name = "cpu" if device_kind == "cpu" else "gpu-" + "-".join(map(str, sorted(gpus)))
+    return manager.index.parent / "chat" / name
+
+
+def dtype_for(target: Target, device_kind: str, gpus: list[int]) -> str:
+    """The run's precision on GPUs (bf16 where it trained in fp32 or does not say, fp16 on GPUs without bf16);
+    fp32 on the CPU, where 16-bit matrix work is slow."""
+    if device_kind == "cpu":
+        return "fp32"
+    if target.precision in ("bf16", "fp16"):
+        return target.precision
+    chosen = [g for g in devmod.detect_gpus() if g.index in gpus]
+    return "bf16" if all(g.supports_bf16 for g in chosen) else "fp16"
+
+
+@dataclass
+class Worker:
+    """A running worker of this runs index: its job state and its own word (worker.json)."""
+
+    state: JobState
+    info: dict
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.state.run_dir)
+
+    @property
+    def status(self) -> str:
+        return self.info.get("status", "loading")
+
+    @property
+    def model(self) -> str | None:
+        return self.info.get("model")
+
+    def refresh(self) -> Worker:
+        self.info = read_worker(self.folder)
+        return self
+
+    # --- requests -------------------------------------------------------------------------------
+    def request(self, op: str, timeout: float | None = CONNECT_S, **fields) -> Iterator[dict]:
+        """The worker's replies to one request, as they come. Raises OSError when it cannot be reached."""
+        info = self.info if self.info.get("port") and self.info.get("token") else self.refresh().info
+        if not info.get("port"):
+            raise ConnectionRefusedError(say("chat.not_listening", folder=str(self.folder)))
+        with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=CONNECT_S) as conn:
+            conn.settimeout(timeout)
+            conn.sendall((json.dumps({"op": op, "token": info.get("token", ""), **fields}, ensure_ascii=False)
+                          + "\n").encode())
+            with conn.makefile("rb") as replies:
+                for line in replies:
+                    reply = json.loads(line)
+                    if "error" in reply:
+                        reply["error"] = from_json(reply["error"])
+                    yield reply
+
+    def ask(self, op: str, **fields) -> dict:
+        return next(iter(self.request(op, **fields)), {})
+
+    def generate(self, sides: list[dict], settings: dict, rid: str) -> Iterator[dict]:
+        """Stream one request's answers: ``sides`` = [{"side": "base"|"tuned", "messages": [...]}, ...]."""
+        return self.request("generate", timeout=None, sides=sides, settings=settings, id=rid)
+
+    def stop(self, rid: str | None = None) -> None:
+        try:
+            self.ask("stop", id=rid)
+        except OSError:
+            pass  # gone already: nothing to stop
+
+
+def find(manager: JobManager, model: str | None = None) -> list[Worker]:
+    """The running workers of this index (holding ``model`` when given), newest first."""
+    found = []
+    for st in manager.workers():
+        if st.active:
+            w = Worker(st, read_worker(st.run_dir))
+            if model is None or w.model == model:
+                found.append(w)
+    return found
+
+
+def holding(manager: JobManager, device_kind: str, gpus: list[int]) -> Worker | None:
+    folder = folder_for(manager, device_kind, gpus).resolve()
+    return next((w for w in find(manager) if w.folder.resolve() == folder), None)
+
+
+def start(manager: JobManager, target: Target, device_kind: str, gpus: list[int], idle_s: float = IDLE_S,
+          source: str = "page", cwd: str | None = None) -> Worker:
+    """Start a worker for ``target`` on the CPU or the GPUs ``gpus``. Raises Busy (the guard, naming the holder)
+    or StartError. Returns at once: the worker loads in the background (:func:`wait_ready`)."""
+    folder = folder_for(manager, device_kind, gpus)
+    dtype = dtype_for(target, device_kind, gpus)
+    argv = [sys.executable, "-m", CHAT_MODULE, "--folder", str(folder.resolve()), "--target",
+            json.dumps(target.to_dict(), ensure_ascii=False), "--device", "cpu" if device_kind == "cpu" else "cuda",
+            "--dtype", dtype, "--idle-s", str(float(idle_s))]
+    env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+           "CUDA_VISIBLE_DEVICES": "" if device_kind == "cpu" else ",".join(map(str, gpus))}
+    st = manager.start_worker(folder, argv, env, device_kind, gpus, cwd or os.getcwd(), source)
+    return Worker(st, read_worker(folder))
+
+
+def wait_ready(worker: Worker, timeout: float = READY_S, every: float = 0.2) -> Worker:
+    """The worker once its model is loaded. Raises OutputError with the reason when loading failed."""
+    deadline = time.time() + timeout
+    while True:
+        status = worker.refresh().status
+        if status == "ready":
+            return worker
+        if status == "failed":
+            raise OutputError(say("chat.load_failed", why=worker.info.get("error") or "?"))
+        st = read_state(worker.folder)
+        if st is not None and not st.active:
+            raise OutputError(say("chat.load_failed", why=st.error or st.message or "?"))
+        if time.time() >= deadline:
+            raise OutputError(say("chat.load_timeout", seconds=round(timeout)))
+        time.sleep(every)
+
+
+def unload(manager: JobManager, worker: Worker, timeout: float = UNLOAD_S) -> dict:
+    """Unload and verify: the worker's process is gone and NVML charges it nothing (its RSS went with it on the CPU).
+
+    Asks the worker first; one that does not answer is stopped as Abort stops a job."""
+    info = worker.refresh().info
+    pid, ctime = worker.state.launcher_pid or info.get("pid"), worker.state.launcher_ctime
+    held = info.get("memory_bytes")
+    try:
+        worker.ask("unload")
+    except OSError:
+        manager.abort(worker.state.run_dir)
+    deadline = time.time() + timeout
+    while processes.proc(pid, ctime) is not None and time.time() < deadline:
+        time.sleep(0.1)
+    if processes.proc(pid, ctime) is not None:  # asked, and still there: as Abort does
+        manager.abort(worker.state.run_dir)
+        while processes.proc(pid, ctime) is not None and time.time() < deadline + 40:
+            time.sleep(0.2)
+    alive = processes.proc(pid, ctime) is not None
+    gpu_bytes = None if worker.state.device_kind == "cpu" else devmod.process_bytes_on(int(pid or 0))
+    while (st := read_state(worker.folder)) is not None and st.active and time.time() < deadline:
+        time.sleep(0.1)  # its supervisor records the end (and takes the worker off the index)
+    return {"pid": pid, "freed_bytes": held, "gone": not alive, "gpu_bytes_left": gpu_bytes,
+            "verified": not alive and not gpu_bytes, "device_kind": worker.state.device_kind,
+            "devices": list(worker.state.devices)}
+
+
+def rss_tree(pid: int | None = None) -> int:
+    """RSS of a process and every process below it (the web server, its supervisors and its workers)."""
+    try:
+        top = psutil.Process(pid or os.getpid())
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+__all__ = ["IDLE_S", "StartError", "Worker", "find", "folder_for", "holding", "rss_tree", "start", "unload",
+           "wait_ready"]

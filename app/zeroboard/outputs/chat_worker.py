@@ -1,0 +1,219 @@
+"""The chat worker: one model loaded once, answering token by token until unloaded or idle.
+
+``python -m zeroboard.outputs.chat_worker --folder F --target JSON --device cpu|cuda --dtype D --idle-s N``
+
+Process layout::
+
+    web server or ``zeroboard chat`` (the client: outputs.chat_client, no torch)
+      └─ supervisor (runs.supervisor)     as for a training run: the device guard names it, Abort stops it
+           └─ chat worker (this module)    own session; CUDA_VISIBLE_DEVICES holds the GPUs it was given
+
+The worker listens on 127.0.0.1, on a port the system picks; ``F/worker.json``
+(readable by its user alone) says where, with the token every request must
+carry, and what the worker holds: its status (loading, ready, failed,
+unloaded), the model, its precision, the memory it holds and the load time.
+Each connection carries one JSON request and gets JSON lines back:
+
+- ``status``: worker.json's content (without the token) and whether it is answering;
+- ``generate``: ``sides`` (each a side, ``tuned`` or ``base``, and its conversation), ``settings``, ``id``;
+  answers one side after the other, one answer at a time for the whole worker: ``{"side", "text"}``
+  for each new piece, ``{"side", "done", figures}`` after each side, ``{"end"}`` last;
+- ``stop``: ends the answer ``id`` (every answer without one) after the token in flight;
+- ``unload``: answers, then the process ends, and its memory with it.
+
+It ends by itself after ``idle_s`` seconds without a request, and on SIGTERM
+(Abort, or the client's unload of last resort).  A client that goes away
+mid-answer stops that answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import os
+import secrets
+import signal
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from .. import files, words
+from ..job import record
+from ..words import say
+from .chat_model import DTYPES, ChatModel, Settings
+from .chat_target import from_dict
+from .inspect import OutputError
+
+MAX_REQUEST = 4 << 20  # bytes of one request line: a long conversation fits
+
+
+class Worker:
+    def __init__(self, folder: Path, target: dict, device: str, dtype: str, idle_s: float):
+        self.folder = folder
+        self.chat = ChatModel(from_dict(target), device, dtype)
+        self.token = secrets.token_hex(16)
+        self.idle_s = idle_s
+        self.quit = threading.Event()
+        self.answering = threading.Lock()  # one answer at a time: the model is one
+        self.stops: dict[str, threading.Event] = {}
+        self.busy = 0
+        self.last = time.time()
+        self._lock = threading.Lock()
+        self.info = {"status": "loading", "pid": os.getpid(), "target": target, "name": target.get("name"),
+                     "model": target.get("path"), "device": device, "dtype": dtype, "idle_s": idle_s,
+                     "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "started": time.time()}
+
+    # --- worker.json ------------------------------------------------------------------------------
+    def publish(self, **changes) -> None:
+        self.info.update(changes)
+        files.write_text_atomic(self.folder / record.WORKER_FILE,  # mkstemp's file: its user alone reads the token
+                                json.dumps({**self.info, "token": self.token}, indent=2, ensure_ascii=False) + "\n")
+
+    def public(self) -> dict:
+        return {**self.info, "answering": self.busy > 0 and self.answering.locked()}
+
+    # --- requests ---------------------------------------------------------------------------------
+    def touch(self, delta: int) -> None:
+        if not delta:
+            return
+        with self._lock:
+            self.busy += delta
+            self.last = time.time()
+
+    def handle(self, req: dict, send) -> None:
+        op = req.get("op")
+        if op == "status":
+            send(self.public())
+        elif op == "generate":
+            self.generate(req, send)
+        elif op == "stop":
+            rid = req.get("id")
+            for key, ev in list(self.stops.items()):
+                if rid in (None, key):
+                    ev.set()
+            send({"ok": True})
+        elif op == "unload":
+            send({"ok": True, "pid": os.getpid(), "memory_bytes": self.info.get("memory_bytes")})
+            self.quit.set()
+        else:
+            send({"error": words.to_json(say("chat.bad_request", op=str(op)))})
+
+    def generate(self, req: dict, send) -> None:
+        rid = str(req.get("id") or secrets.token_hex(6))
+        stop = self.stops.setdefault(rid, threading.Event())
+        try:
+            if self.info["status"] != "ready":
+                send({"error": words.to_json(say("chat.not_ready", status=self.info["status"]))})
+                return
+            settings = Settings.of(req.get("settings") or {})
+            with self.answering:
+                for item in req.get("sides") or []:
+                    side = item.get("side", "tuned")
+                    if stop.is_set() or self.quit.is_set():
+                        break
+                    send({"side": side, "start": True})
+
+                    def piece(text, side=side):
+                        try:
+                            send({"side": side, "text": text})
+                        except OSError:  # the client went away: nobody reads this answer
+                            stop.set()
+
+                    try:
+                        figures = self.chat.answer(item.get("messages") or [], side, settings, piece, stop)
+                    except OutputError as e:
+                        send({"side": side, "error": words.to_json(e.args[0])})
+                        continue
+                    send({"side": side, "done": True, **figures})
+            send({"end": True})
+        finally:
+            self.stops.pop(rid, None)
+
+    # --- life -------------------------------------------------------------------------------------
+    def run(self) -> int:
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.worker = self
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+        self.publish(port=server.server_address[1])
+        try:
+            self.chat.load()
+        except Exception as e:  # the log has the traceback; the client reads the reason here
+            traceback.print_exc()
+            self.publish(status="failed", error=f"{type(e).__name__}: {e}")
+            server.shutdown()
+            return 1
+        self.publish(status="ready", load_s=round(self.chat.load_s, 3), memory_bytes=self.chat.memory_bytes(),
+                     weights_bytes=self.chat.weights_bytes(), last_request=time.time())
+        print(say("chat.worker_ready", name=self.info["name"], seconds=f"{self.chat.load_s:.1f}"), flush=True)
+        why = "unload"
+        while not self.quit.wait(1.0):
+            if self.busy == 0 and time.time() - self.last > self.idle_s:
+                why = "idle"
+                break
+        for ev in list(self.stops.values()):
+            ev.set()
+        self.publish(status="unloaded", ended=time.time(), why=why)
+        record.EventWriter(self.folder, 0).emit("end", status="finished", why=why)  # its supervisor reads a clean end
+        print(say("chat.worker_end", why=why), flush=True)
+        server.shutdown()
+        return 0
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    worker: Worker
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        worker: Worker = self.server.worker
+
+        def send(obj: dict) -> None:
+            self.wfile.write((json.dumps(obj, ensure_ascii=False) + "\n").encode())
+            self.wfile.flush()
+
+        try:
+            req = json.loads(self.rfile.readline(MAX_REQUEST) or b"{}")
+        except ValueError:
+            return
+        if not isinstance(req, dict) or not hmac.compare_digest(str(req.get("token", "")), worker.token):
+            send({"error": words.to_json(say("chat.bad_token"))})
+            return
+        active = req.get("op") != "status"  # a page asking how the worker is keeps it no busier than before
+        worker.touch(+1 if active else 0)
+        try:
+            worker.handle(req, send)
+        except OSError:
+            pass  # the client went away
+        finally:
+            worker.touch(-1 if active else 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="chat_worker")
+    p.add_argument("--folder", required=True)
+    p.add_argument("--target", required=True, help="JSON")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32")
+    p.add_argument("--idle-s", type=float, default=900.0)
+    args = p.parse_args(argv)
+    worker = Worker(Path(args.folder), json.loads(args.target), args.device, args.dtype, args.idle_s)
+
+    def on_term(*_):
+        worker.quit.set()
+        for ev in list(worker.stops.values()):
+            ev.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

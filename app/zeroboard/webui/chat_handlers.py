@@ -1,0 +1,230 @@
+"""The Chat page's logic as plain functions of plain values (no gradio): pick, load, ask, stop, unload.
+
+The model lives in a chat worker (``outputs.chat_worker``), a process of its
+own that the device guard knows as a job; this module talks to it through
+``outputs.chat_client``.  Conversations are gradio's message lists
+(``{"role", "content"}``), one per side: the base's and the tuned model's
+answers each follow their own history.  Asking streams: ``ask`` is a
+generator of the two histories, one more piece of text each time.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import words, workspace
+from ..job import devices as devmod, record
+from ..job.spec import DEMO_MODEL
+from ..outputs import chat_client, chat_target
+from ..outputs.inspect import OutputError
+from ..runs.manager import Busy, JobManager, StartError
+
+GiB = 1 << 30
+DEFAULTS = {"max_new_tokens": 128, "temperature": 0.0, "top_p": 1.0, "seed": 0, "idle_minutes": chat_client.IDLE_S / 60}
+
+
+def targets(manager: JobManager) -> list[str]:
+    """What the page offers: finished runs with a result, newest first, then the models they started from."""
+    runs, models = [], []
+    for st in manager.jobs():
+        if st.status == "finished" and (Path(st.run_dir) / record.RESULT_FILE).is_file():
+            runs.append(st.run_dir)
+            try:
+                base = chat_target.resolve(st.run_dir).base
+            except OutputError:
+                base = None
+            if base and Path(base).is_dir() and base not in models:
+                models.append(base)
+    demo = str(Path(DEMO_MODEL).resolve())
+    if (Path(demo) / "config.json").is_file() and demo not in models:
+        models.append(demo)
+    return runs + models
+
+
+def device_choices(gpus: list[devmod.Gpu], lang: str) -> list[tuple[str, str]]:
+    return [(words.label("chat.cpu", lang), "cpu")] + [(f"GPU {g.index} · {g.name}", str(g.index)) for g in gpus]
+
+
+def default_devices(gpus: list[devmod.Gpu]) -> list[str]:
+    return [str(gpus[0].index)] if gpus else ["cpu"]
+
+
+def parse_devices(values: list[str] | None) -> tuple[str, list[int]] | None:
+    """("cpu", []) or ("cuda", ids); None for an empty or mixed choice."""
+    values = [str(v) for v in values or []]
+    if values == ["cpu"]:
+        return "cpu", []
+    ids = sorted(int(v) for v in values if v.isdigit())
+    return ("cuda", ids) if ids and len(ids) == len(values) else None
+
+
+def _target(value: str) -> chat_target.Target:
+    """The target of a path typed or picked on the page: inside the folders the page may read (its base model too),
+    as a job's model must be. Raises OutputError."""
+    ws = workspace.current()
+    if not ws.readable(value, cache_ok=True):
+        raise OutputError(words.say("check.read_outside", path=value, roots=ws.describe()))
+    t = chat_target.resolve(value)
+    if t.base and Path(t.base).exists() and not ws.readable(t.base, cache_ok=True):
+        raise OutputError(words.say("check.read_outside", path=t.base, roots=ws.describe()))
+    return t
+
+
+def about(value: str | None, lang: str) -> tuple[str, str]:
+    """(the default system prompt, what the page says about the target: its kind, what its base side is)."""
+    if not value:
+        return "", ""
+    try:
+        t = _target(value)
+    except OutputError as e:
+        return "", f"**{html.escape(words.tr(e.args[0], lang))}**"
+    base = {"lora_adapter": "chat.base_adapter_off", "full_model": "chat.base_loaded_beside" if t.base else "chat.base_none",
+            "model": "chat.base_none"}[t.kind]
+    template = words.text("chat.template_named", lang, name=t.template) if t.template not in ("auto", "chat") else \
+        words.text("chat.template_own", lang)
+    return t.system, words.text("chat.about", lang, kind=words.text(f"chat.kind.{t.kind}", lang), name=t.name,
+                                base=words.text(base, lang, model=t.base or "-"), template=template,
+                                precision=t.precision)
+
+
+@dataclass
+class Loaded:
+    worker: chat_client.Worker | None = None
+    message: str = ""
+    folder: str | None = None  # the worker the session talks to
+    side_by_side: bool = False  # the target has a base side
+    extra: dict = field(default_factory=dict)
+
+
+def status(manager: JobManager, folder: str | None, lang: str) -> str:
+    """The worker the session uses, as a line: what it holds, where, its memory, its idle timeout."""
+    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    if worker is None:
+        held = chat_client.find(manager)
+        return words.text("chat.none_loaded", lang) if not held else words.text(
+            "chat.others_loaded", lang, names=", ".join(w.info.get("name") or "?" for w in held))
+    info = worker.info
+    where = words.label("chat.cpu", lang) if worker.state.device_kind == "cpu" else \
+        "GPU " + ",".join(map(str, worker.state.devices))
+    if worker.status != "ready":
+        return words.text("chat.loading", lang, name=info.get("name") or "?", where=where)
+    return words.text("chat.ready", lang, name=info.get("name") or "?", where=where, dtype=info.get("dtype"),
+                      memory=f"{(info.get('memory_bytes') or 0) / GiB:.2f}", seconds=info.get("load_s"),
+                      minutes=round((info.get("idle_s") or 0) / 60), pid=info.get("pid"))
+
+
+def load(manager: JobManager, value: str | None, device_values: list[str] | None, idle_minutes: float,
+         lang: str) -> Loaded:
+    """Load the target on the chosen devices (or find it loaded there). Blocks until it is ready or failed."""
+    if not value:
+        return Loaded(message=words.text("chat.pick_first", lang))
+    where = parse_devices(device_values)
+    if where is None:
+        return Loaded(message=words.text("chat.bad_devices", lang))
+    try:
+        target = _target(value)
+    except OutputError as e:
+        return Loaded(message=words.tr(e.args[0], lang))
+    kind, gpus = where
+    held = chat_client.holding(manager, kind, gpus)
+    try:
+        if held is not None and held.model == target.path:
+            worker = chat_client.wait_ready(held)
+        else:
+            if held is not None and held.state.source == "page":  # the page's own worker there: swap the model
+                chat_client.unload(manager, held)
+            worker = chat_client.start(manager, target, kind, gpus, idle_s=max(1.0, float(idle_minutes or 0)) * 60)
+            worker = chat_client.wait_ready(worker)
+    except (Busy, StartError, OutputError) as e:
+        return Loaded(message=words.text("chat.load_refused", lang, why=words.tr(e.args[0], lang)))
+    return Loaded(worker, words.text("chat.loaded", lang, name=target.name), str(worker.folder), target.has_base)
+
+
+def unload(manager: JobManager, folder: str | None, lang: str) -> str:
+    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    if worker is None:
+        return words.text("chat.nothing_to_unload", lang)
+    gone = chat_client.unload(manager, worker)
+    mem = f"{(gone['freed_bytes'] or 0) / GiB:.2f}"
+    if gone["device_kind"] == "cpu":
+        return words.text("chat.unloaded_cpu" if gone["verified"] else "chat.unload_left", lang, memory=mem, pid=gone["pid"])
+    gpus = {g.index: g for g in devmod.detect_gpus()}
+    used = ", ".join(f"GPU {i}: {gpus[i].used_bytes / GiB:.1f} GiB" for i in gone["devices"] if i in gpus) or "-"
+    return words.text("chat.unloaded_gpu" if gone["verified"] else "chat.unload_left", lang, memory=mem,
+                      pid=gone["pid"], used=used)
+
+
+# --- asking ------------------------------------------------------------------------------------------------
+
+
+def _conversation(system: str, shown: list[dict], question: str) -> list[dict]:
+    """What the model reads: the system prompt, the side's own history, the new question."""
+    conv = [{"role": "system", "content": system}] if system and system.strip() else []
+    conv += [{"role": m["role"], "content": _text(m.get("content"))} for m in shown or []
+             if m.get("role") in ("user", "assistant")]
+    return conv + [{"role": "user", "content": question}]
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # gradio may hand back a message as parts
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+def figures_text(figures: dict, lang: str) -> str:
+    parts = []
+    for side in ("base", "tuned"):
+        f = figures.get(side)
+        if f:
+            ttft = f"{f['ttft_s']:.2f}" if f.get("ttft_s") is not None else "-"
+            tps = f"{f['tokens_per_s']:.1f}" if f.get("tokens_per_s") else "-"
+            parts.append(words.text("chat.figures", lang, side=words.label(f"chat.side_{side}", lang),
+                                    tokens=f.get("tokens", 0), ttft=ttft, tps=tps)
+                         + (" · " + words.text("chat.stopped", lang) if f.get("stopped") else ""))
+    return "  \n".join(parts)
+
+
+def ask(manager: JobManager, folder: str | None, question: str, tuned: list[dict], base: list[dict],
+        side_by_side: bool, system: str, settings: dict, rid: str,
+        lang: str) -> Iterator[tuple[list[dict], list[dict], str]]:
+    """Stream the answers: yields (tuned history, base history, figures or a message) after each new piece."""
+    tuned, base = list(tuned or []), list(base or [])
+    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    if not (question or "").strip():
+        yield tuned, base, words.text("chat.empty_question", lang)
+        return
+    if worker is None or worker.status != "ready":
+        yield tuned, base, words.text("chat.load_first", lang)
+        return
+    sides = [("base", base), ("tuned", tuned)] if side_by_side else [("tuned", tuned)]
+    request = [{"side": s, "messages": _conversation(system, shown, question)} for s, shown in sides]
+    for _, shown in sides:
+        shown += [{"role": "user", "content": question}, {"role": "assistant", "content": ""}]
+    live = dict(sides)
+    figures: dict = {}
+    yield tuned, base, ""
+    try:
+        for reply in worker.generate(request, settings, rid):
+            side = reply.get("side")
+            if reply.get("done") and side in live:  # the whole answer, as decoded at its end, and its figures
+                figures[side] = reply
+                live[side][-1] = {"role": "assistant", "content": reply.get("text", live[side][-1]["content"])}
+                yield tuned, base, figures_text(figures, lang)
+            elif "text" in reply and side in live:
+                live[side][-1] = {"role": "assistant", "content": live[side][-1]["content"] + reply["text"]}
+                yield tuned, base, figures_text(figures, lang)
+            elif "error" in reply:
+                yield tuned, base, words.tr(reply["error"], lang)
+    except OSError as e:
+        yield tuned, base, words.text("chat.worker_gone", lang, why=str(e))
+
+
+def stop(manager: JobManager, folder: str | None, rid: str) -> None:
+    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    if worker is not None:
+        worker.stop(rid)

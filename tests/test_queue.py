@@ -1,0 +1,75 @@
+"""The queue: a job waits for its devices instead of being refused, starts in order as they free, never two on one
+device set; the queue is a file and its dispatcher a process of its own, so both outlive the page and a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import wait_until
+from test_runner import assert_nothing_left, ended, prepared_for
+from zeroboard.runs import dispatcher, manager as runner
+from zeroboard.runs.queue import Entry, Queue, blocked_by_earlier
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def entry(i: str, kind: str, devices: list[int], output: str, status: str = "waiting") -> Entry:
+    return Entry(i, {}, "/", device_kind=kind, devices=devices, output=output, status=status)
+
+
+def test_an_entry_waits_behind_an_earlier_one_on_the_same_devices_only():
+    q = [entry("a", "cuda", [0, 1], "/r/a"), entry("b", "cuda", [1], "/r/b"), entry("c", "cuda", [2], "/r/c"),
+         entry("d", "cpu", [0, 1], "/r/d"), entry("e", "cpu", [0], "/r/e"), entry("f", "cuda", [3], "/r/a"),
+         entry("g", "slurm", [], "/r/g"), entry("h", "slurm", [], "/r/h")]
+    by = {e.id: (blocked_by_earlier(q, e).id if blocked_by_earlier(q, e) else None) for e in q}
+    assert by == {"a": None, "b": "a", "c": None, "d": None, "e": "d", "f": "a", "g": None, "h": None}
+    q[0].status = "failed"  # a failed entry holds nothing
+    assert blocked_by_earlier(q, q[1]) is None
+
+
+def test_entries_are_moved_found_and_cancelled(tmp_path):
+    q = Queue(tmp_path / "runs.json")
+    ids = [q.add({}, "/", "cli", "cpu", [0], f"/r/{i}").id for i in range(3)]
+    assert [e.id for e in q.entries()] == ids
+    assert q.move(ids[2], 1) and [e.id for e in q.entries()] == [ids[2], ids[0], ids[1]]
+    assert q.find(ids[1][:5]).id == ids[1]
+    assert q.remove(ids[0]).id == ids[0] and [e.id for e in q.entries()] == [ids[2], ids[1]]
+    assert q.remove("nope") is None and not q.move("nope", 1)
+
+
+@pytest.mark.e2e
+def test_queued_jobs_run_one_at_a_time_in_order_and_outlive_a_killed_dispatcher(tmp_path, index):
+    mgr = runner.JobManager(index=index, grace_s=10)
+    first = mgr.start(prepared_for(tmp_path / "r0", max_steps=4))
+    with pytest.raises(runner.Busy):  # the plain Start still refuses
+        mgr.start(prepared_for(tmp_path / "r1", max_steps=2))
+    queued = [dispatcher.enqueue(mgr, prepared_for(tmp_path / f"r{i}", max_steps=2), "cli") for i in (1, 2, 3)]
+    q = Queue(index)
+    waiting = q.entries()
+    assert [e.id for e in waiting] == [e.id for e in queued]
+    assert "r0" in str(waiting[0].why) or "r0" in str(q.entries()[0].why)  # it says which run holds its devices
+    # the dispatcher dies while they wait: the queue is on disk, and the next look starts a new one
+    pid = wait_until(lambda: dispatcher.holder(q), 30, "the dispatcher to start")
+    os.kill(pid, signal.SIGKILL)
+    # (a dispatcher the later enqueues started, still starting up under load, may take the freed lock at once)
+    wait_until(lambda: dispatcher.holder(q) != pid, 30, "the killed dispatcher's lock to be free")
+    dispatcher.ensure_running(q)
+    ended(mgr, first.run_dir, 600)
+    runs = [str((tmp_path / f"r{i}").resolve()) for i in (1, 2, 3)]
+    wait_until(lambda: not q.entries() and all((s := mgr.state(r)) and not s.active for r in runs), 900,
+               "every queued job to run")
+    states = [mgr.state(r) for r in [first.run_dir, *runs]]
+    assert all(s.status == "finished" for s in states), [s.message for s in states]
+    for before, after in zip(states, states[1:]):  # in order, never two at once
+        assert after.started >= before.ended - 0.5, (before.run_dir, after.run_dir)
+    for s in states:
+        assert_nothing_left(s)
+    out = subprocess.run([sys.executable, "-m", "zeroboard.cli", "queue"], capture_output=True, text=True,
+                         env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(index)}, cwd=REPO)
+    assert "empty" in out.stdout
