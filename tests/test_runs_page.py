@@ -15,6 +15,8 @@ from helpers import chromium as system_chromium, start_on_page, start_server, st
 from test_browser import RUN_S, UI_S, choose, fill, fill_after_load, status, step
 from test_chapter_zh import TERMS, WORD, english_left
 from zeroboard.job import command, folders, record
+from zeroboard.runs.queue import Queue
+from zeroboard.words import say
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -186,7 +188,7 @@ def test_no_english_on_any_chinese_tab(browser, server):
     url, work = server
     index = work / "runs.json"
     for i, (stage, off) in enumerate((("2", False), ("3", True))):  # two ended runs, one with an evaluation set
-        synthetic_run(work / f"zh-{stage}{'-off' if off else ''}", index, seed=i, deepspeed_stage=stage, offload=off,
+        synthetic_run(work / f"s{stage}{'_off' if off else ''}", index, seed=i, deepspeed_stage=stage, offload=off,
                       val_size=0.1 if off else 0.0)
     pg = opened(browser, url + "?lang=zh")  # an English browser: the page's choice wins, gradio's words too
     pg.wait_for_selector("#zb-preview:text-is('预览命令')")
@@ -203,12 +205,12 @@ def test_no_english_on_any_chinese_tab(browser, server):
 
     runs_tab(pg)
     assert_no_english(pg, "the Runs tab")
-    select_only(pg, "zh-2", "zh-3-off")
+    select_only(pg, "s2", "s3_off")
     pg.locator("#zb-runs-compare").click()
     pg.wait_for_selector("#zb-runs-course table")
     assert "每设备实测峰值" in pg.locator("#zb-runs-course").inner_text()
     assert_no_english(pg, "the comparison")
-    select_only(pg, "zh-3-off")
+    select_only(pg, "s3_off")
     pg.locator("#zb-runs-open").click()
     pg.wait_for_selector("#zb-runs-detail h3")
     assert_no_english(pg, "a run opened")
@@ -218,5 +220,16 @@ def test_no_english_on_any_chinese_tab(browser, server):
     assert_no_english(pg, "the confirmation of a deletion")
     pg.locator("#zb-runs-cancel").click()
     pg.wait_for_selector("#zb-runs-confirm-row", state="hidden")
-    assert (work / "zh-3-off").is_dir()
+    assert (work / "s3_off").is_dir()
+
+    # the Queue tab with an entry waiting (written as Queue does; no dispatcher runs for it), then the Chat tab
+    Queue(index).add({"output_dir": "runs/next"}, str(work), "page", "cpu", [0, 1], str(work / "next"),
+                     why=say("queue.behind", id="0123abcd"))
+    pg.locator("#zb-tab-queue-button").click()
+    pg.wait_for_selector("#zb-queue-table .virtual-row")
+    assert "等待" in pg.locator("#zb-queue-table").inner_text()
+    assert_no_english(pg, "the Queue tab")
+    pg.locator("#zb-tab-chat-button").click()
+    pg.wait_for_selector("#zb-chat-load:text-is('加载模型')")
+    assert_no_english(pg, "the Chat tab")
     pg.context.close()

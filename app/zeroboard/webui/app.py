@@ -14,7 +14,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import chat_page, pages, runs_page, train_page  # noqa: F401 - each page module registers its page
+from . import chat_page, pages, queue_page, runs_page, train_page  # noqa: F401 - each page module registers its page
 from .live import Live
 
 LANG_KEY = "zeroboard-lang"

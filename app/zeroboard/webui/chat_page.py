@@ -87,7 +87,8 @@ def render(ctx: pages.Context) -> ChatPage:
         base_chat = gr.Chatbot(label=t("chat.side_base"), visible=False, height=420, elem_id="zb-chat-base")
         tuned_chat = gr.Chatbot(label=t("chat.side_tuned"), height=420, elem_id="zb-chat-tuned")
     with gr.Row(equal_height=True):
-        question = gr.Textbox(placeholder=t("chat.question"), show_label=False, scale=5, elem_id="zb-chat-question")
+        question = gr.Textbox(placeholder=t("chat.question"), label=t("chat.question"), show_label=False, scale=5,
+                              elem_id="zb-chat-question")
         send = gr.Button(t("chat.send"), variant="primary", scale=1, elem_id="zb-chat-send")
         stop = gr.Button(t("chat.stop"), variant="stop", scale=1, elem_id="zb-chat-stop")
         clear = gr.Button(t("chat.clear"), scale=1, elem_id="zb-chat-clear")
@@ -101,7 +102,8 @@ def render(ctx: pages.Context) -> ChatPage:
              "chat.top_p": (top_p, "label"), "chat.seed": (seed, "label"),
              "chat.side_by_side": (side_by_side, {"label": "chat.side_by_side", "info": "chat.side_by_side_info"}),
              "chat.side_base": (base_chat, "label"), "chat.side_tuned": (tuned_chat, "label"),
-             "chat.question": (question, "placeholder"), "chat.send": (send, "value"), "chat.stop": (stop, "value"),
+             "chat.question": (question, {"placeholder": "chat.question", "label": "chat.question"}),
+             "chat.send": (send, "value"), "chat.stop": (stop, "value"),
              "chat.clear": (clear, "value")}
     return ChatPage(texts=texts, target=target, refresh=refresh, devices=devices, idle=idle, load=load, unload=unload,
                     status=status, about=about, system=system, max_new_tokens=max_new_tokens, temperature=temperature,

@@ -19,8 +19,10 @@ from .. import files, planner, words, workspace
 from ..data import convert, info as datainfo, records
 from ..data.formats import DataError
 from ..job import checks, command, devices, placement, spec
-from ..runs import manager as runmgr
+from ..job.registry import RegistryError
+from ..runs import dispatcher, manager as runmgr
 from ..runs.launch import prepare_launch
+from ..runs.queue import Queue
 from ..words import Msg, say, text, tr
 
 SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
@@ -283,7 +285,7 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
     try:
         state = manager.start(checked.prepared, source="page")
     except runmgr.Busy as e:
-        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))}"
+        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text('page.busy_hint', lang)}"
     except runmgr.StartError as e:
         return checked, None, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     notes = [f"- {text('page.note', lang)}: {tr(n, lang)}" for n in state.notes]
@@ -294,6 +296,21 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
     else:
         msg = text("page.started", lang, run=workspace.shown(state.run_dir), pid=state.launcher_pid or state.supervisor_pid or "-")
     return checked, state, "\n".join([msg, *notes])
+
+
+def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
+          lang: str = "en") -> tuple[Checked, str]:
+    """Check as Start does, then put the job in the queue: the dispatcher starts it through the same launch path
+    as soon as its devices and folder are free (maybe at once). Returns (check, message)."""
+    checked = check(values, gpus, port)
+    if not checked.ok:
+        return checked, report_markdown(checked, lang)
+    try:
+        entry = dispatcher.enqueue(manager, checked.prepared, "page")
+    except RegistryError as e:
+        return checked, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
+    position = next((i for i, e in enumerate(Queue(manager.index).entries(), 1) if e.id == entry.id), 1)
+    return checked, text("page.queued", lang, id=entry.id, position=position, why=html.escape(tr(entry.why, lang)))
 
 
 def abort(manager: runmgr.JobManager, run_dir: str | None, lang: str = "en") -> str:

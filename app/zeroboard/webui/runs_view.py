@@ -72,7 +72,10 @@ def setting(stage: str, offload: bool) -> str:
     return f"{stage} + offload" if offload else stage
 
 
-def devices_text(kind: str, ids: list[int]) -> str:
+def devices_text(kind: str, ids: list[int], slurm: dict | None = None) -> str:
+    if slurm and slurm.get("job_id"):  # a Slurm job: its id, then its nodes (running) or its place in the queue
+        where = slurm.get("nodes") or (f"#{slurm['position']}" if slurm.get("position") else "")
+        return f"Slurm {slurm['job_id']}" + (f" · {where}" if where else "")
     return f"cpu × {len(ids) or 1}" if kind == "cpu" else "GPU " + ",".join(map(str, ids))
 
 
@@ -82,7 +85,7 @@ def row(s: summary.RunSummary, lang: str, now: float | None = None) -> list[str]
     steps = f"{s.step if s.step is not None else '-'}/{s.total_steps or '?'}"
     started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "-"
     return [workspace.shown(s.run_dir), words.status(s.status, lang), workspace.shown(s.model) if s.model else "-",
-            method.strip() or "-", setting(s.stage, s.offload), devices_text(s.device_kind, s.devices), steps,
+            method.strip() or "-", setting(s.stage, s.offload), devices_text(s.device_kind, s.devices, s.slurm), steps,
             _num(s.loss), _num(s.eval_loss), "-" if s.tokens_per_sec is None else f"{s.tokens_per_sec:,.0f}",
             size_text(max(s.peaks)) if s.peaks else "-", dur_text(s.duration(now)) if s.started else "-", started]
 
@@ -190,6 +193,9 @@ def detail_markdown(manager: JobManager, run_dir: str, lang: str) -> str:
     parts = [f"### {html.escape(text('runs.detail', lang, run=shown))}",
              f'<span class="zb-badge zb-{st.status}">{html.escape(words.status(st.status, lang))}</span> '
              + html.escape(tr(st.message, lang) if st.message != st.status else "")]
+    if st.slurm.get("job_id"):
+        parts.append(html.escape(text("runs.slurm", lang, job_id=st.slurm["job_id"], state=st.slurm.get("state") or "-",
+                                      position=st.slurm.get("position") or "-", nodes=st.slurm.get("nodes") or "-")))
     view = attach.run_view(run_dir)
     if view is not None:
         parts.append(handlers.command_html(view["command"], lang))

@@ -29,6 +29,7 @@ class TrainPage:
     save: gr.Button
     load: gr.Button
     start: gr.Button
+    queue: gr.Button  # Start, or wait in the queue when the devices or the folder are taken
     abort: gr.Button
     save_stop: gr.Button
     new_job: gr.Button  # shown while the form shows a running job (read-only): edit a copy
@@ -55,9 +56,10 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         save = gr.Button(words.label("save", lang), elem_id="zb-save")
         load = gr.Button(words.label("load", lang), elem_id="zb-load")
         start = gr.Button(words.label("start", lang), variant="primary", elem_id="zb-start")
+        queue = gr.Button(words.label("queue.button", lang), elem_id="zb-queue")
         save_stop = gr.Button(words.label("save_stop", lang), elem_id="zb-save-stop")
         abort = gr.Button(words.label("abort", lang), variant="stop", elem_id="zb-abort")
-    for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("abort", abort),
+    for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("queue.button", queue), ("abort", abort),
                      ("save_stop", save_stop), ("new_job", new_job)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
@@ -76,7 +78,7 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
                       buttons=[])
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
-    return TrainPage(f, preview_data, data_preview, preview, save, load, start, abort, save_stop, new_job, args_path,
+    return TrainPage(f, preview_data, data_preview, preview, save, load, start, queue, abort, save_stop, new_job, args_path,
                      message, command, ds_json, plan, fit)
 
 
@@ -131,6 +133,11 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
             state = {**state, "run_dir": job.run_dir, "port": None}
         return [*shown(checked, lang_value, message), state]
 
+    def on_queue(*args):
+        values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
+        checked, message = handlers.queue(values, gpus, manager, port=state.get("port"), lang=lang_value)
+        return [*shown(checked, lang_value, message), {**state, "marked": bool(checked.errors)}]
+
     def on_abort(state, lang_value):
         return handlers.abort(manager, state.get("run_dir"), lang_value)
 
@@ -162,6 +169,7 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
+    page.queue.click(on_queue, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     gr.on([c.change for c in f.inputs], on_edit, [*f.inputs, lang, session], [*checked_outputs, session],
           trigger_mode="always_last", **io)
     page.abort.click(on_abort, [session, lang], [page.message], **io)

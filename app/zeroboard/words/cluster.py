@@ -49,4 +49,27 @@ WORDS: dict[str, tuple[str, str]] = {
         "the rendezvous: the first node of the allocation, by the address Slurm itself reaches it at",
         "rendezvous:分配到的第一个节点,用 Slurm 自己访问它的地址",
     ),
+    # --- the Queue page, and Queue on the Train page ---
+    "queue.tab": ("Queue", "队列"),
+    "queue.button": ("Queue", "排队"),
+    "queue.intro": (
+        "Jobs waiting for their devices or folder, in the order they start. Each starts through the same checks as "
+        "Start as soon as what it waits for is free; **Queue** on the Train page adds one.",
+        "等待设备或输出目录空出的任务,按启动顺序排列。所等的资源一空出,就按与“开始”相同的检查启动;在训练页点"
+        "“排队”即可加入。",
+    ),
+    "headers.queue": ("#|id|status|waited|output folder|devices|from|why it waits",
+                      "序号|编号|状态|已等待|输出目录|设备|来自|等待原因"),
+    "queue.selected": ("Queue entry", "队列条目"),
+    "queue.up": ("Move up", "上移"),
+    "queue.down": ("Move down", "下移"),
+    "queue.cancel": ("Cancel entry", "取消条目"),
+    "queue.count": ("{n} queued", "队列中 {n} 个"),
+    "queue.pick_first": ("Pick a queue entry first.", "请先选择一个队列条目。"),
+    "page.queued": (
+        "**Queued** as {id} (position {position}): {why}. The Queue tab shows it; it starts through the same checks "
+        "as Start.",
+        "**已加入队列**,编号 {id}(第 {position} 位):{why}。可在“队列”页查看;启动时做与“开始”相同的检查。",
+    ),
+    "page.busy_hint": ("**Queue** starts it as soon as they are free.", "点“排队”,资源一空出就自动启动。"),
 }

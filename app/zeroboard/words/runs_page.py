@@ -120,4 +120,6 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.runs_ambiguous": ("{run} matches several runs: {matches}; give more of its folder",
                            "{run} 匹配到多个运行:{matches};请写出更完整的目录"),
     "cli.runs_listed": ("{shown} of {total} runs", "共 {total} 个运行,列出 {shown} 个"),
+    "runs.slurm": ("Slurm job {job_id}: {state}; place in its partition's queue {position}; nodes {nodes}",
+                   "Slurm 作业 {job_id}:{state};在其分区队列中的位置 {position};节点 {nodes}"),
 }

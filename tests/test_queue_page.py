@@ -1,0 +1,111 @@
+"""The Queue page and the Train page's Queue button.
+
+Unit: the table says each entry's place, folder and why it waits; Move up / Move down / Cancel go through the
+queue's own writer.  Browser (headless Chromium, a real server, real demo jobs): while a first job holds the CPU,
+**Queue** puts a second one in the queue instead of refusing it; the Queue tab shows it waiting for the first run;
+when the first is aborted the dispatcher starts the second through the same launch path and it finishes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import chromium as system_chromium, start_on_page, start_server, stop_jobs, stop_server, wait_until
+from test_browser import RUN_S, UI_S, fill, fill_after_load, status, step
+from zeroboard import words
+from zeroboard.job import command
+from zeroboard.job.registry import Registry
+from zeroboard.runs.queue import Queue
+from zeroboard.webui import queue_page
+
+
+def queued(tmp_path: Path, n: int) -> Queue:
+    q = Queue(tmp_path / "runs.json")  # no dispatcher is started: the entries stay as written
+    for i in range(n):
+        q.add({"output_dir": f"runs/q{i}"}, str(tmp_path), "cli" if i else "page", "cpu", [0, 1],
+              str(tmp_path / f"q{i}"), why=words.say("queue.behind", id="x"))
+    return q
+
+
+def test_the_table_says_place_folder_source_and_why_in_each_language(tmp_path):
+    q = queued(tmp_path, 2)
+    for lang in ("en", "zh"):
+        table = queue_page.rows(q.entries(), lang)
+        assert [r[0] for r in table] == ["1", "2"] and len(table[0]) == len(words.headers("queue", lang))
+        assert table[0][4].endswith("q0") and table[1][4].endswith("q1")
+        assert table[0][6] == words.text("source.page", lang) and table[1][6] == words.text("source.cli", lang)
+        assert table[0][7] == words.text("queue.behind", lang, id="x")
+    assert "cpu × 2" in queue_page.rows(q.entries(), "en")[0][5]
+
+
+def test_move_and_cancel_change_the_queue_and_say_so(tmp_path):
+    q = queued(tmp_path, 3)
+    first, second, third = (e.id for e in q.entries())
+    assert queue_page.act(q, "up", third, "en") == words.text("cli.queue_moved", "en", id=third, position=2)
+    assert [e.id for e in q.entries()] == [first, third, second]
+    queue_page.act(q, "up", first, "en")  # the first stays first
+    assert [e.id for e in q.entries()][0] == first
+    queue_page.act(q, "down", first, "en")
+    assert [e.id for e in q.entries()] == [third, first, second]
+    message = queue_page.act(q, "cancel", first, "en")
+    assert first in message and [e.id for e in q.entries()] == [third, second]
+    assert queue_page.act(q, "cancel", "nope", "en") == words.text("queue.pick_first", "en")
+    assert queue_page.act(q, "cancel", None, "zh") == words.text("queue.pick_first", "zh")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with system_chromium() as b:
+        yield b
+
+
+@pytest.mark.browser
+@pytest.mark.e2e
+def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_starts(browser, tmp_path):
+    port = command.free_port()
+    index = tmp_path / "runs.json"
+    server = start_server(port, index, tmp_path / "server.log", env={"ZEROBOARD_LANG": ""})
+    try:
+        context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US")
+        pg = context.new_page()
+        pg.set_default_timeout(UI_S)
+        pg.goto(f"http://127.0.0.1:{port}/?lang=en")
+        first, second = tmp_path / "first", tmp_path / "second"
+        fill_after_load(pg, "output_dir", first)
+        fill(pg, "max_steps", 500)
+        start_on_page(pg, index, first)
+        wait_until(lambda: step(pg) > 0, RUN_S, "the first run's first step")
+
+        if pg.locator("#zb-new-job").is_visible():  # the form shows the running job: edit a copy
+            pg.locator("#zb-new-job").click()
+        fill(pg, "output_dir", second)
+        fill(pg, "max_steps", 3)
+        pg.locator("#zb-start").click()  # refused: the CPU is taken, and the page says Queue would wait
+        pg.wait_for_selector(f"#zb-message :text('{words.text('page.busy', 'en')}')")
+        assert "Queue" in pg.locator("#zb-message").inner_text() and not second.exists()
+        pg.locator("#zb-queue").click()
+        pg.wait_for_selector("#zb-message :text('Queued')")
+        assert not (second / "state.json").exists()  # it waits: nothing of it started
+
+        pg.locator("#zb-tab-queue-button").click()
+        pg.wait_for_selector("#zb-queue-table .virtual-row")
+        row = pg.locator("#zb-queue-table .virtual-row").first.inner_text()
+        assert "second" in row and "first" in row and "waiting" in row, row  # why: the first run holds the CPU
+
+        pg.locator("#zb-tab-train-button").click()
+        pg.locator("#zb-abort").click()
+        wait_until(lambda: (Registry(index).entry(str(second.resolve())) or {}).get("requested"), RUN_S,
+                   "the dispatcher to start the queued job once the first run ended")
+        first_state = Registry(index).entry(str(first.resolve()))
+        assert first_state is not None
+        wait_until(lambda: (second / "state.json").exists() and '"finished"' in (second / "state.json").read_text(),
+                   RUN_S, "the queued job to finish")
+        pg.locator("#zb-tab-queue-button").click()
+        wait_until(lambda: pg.locator("#zb-queue-table .virtual-row").count() == 0, 30, "the queue to be empty")
+        assert status(pg) in ("finished", "failed", "aborted", "")  # the Train page still answers
+        context.close()
+    finally:
+        stop_jobs(index)
+        stop_server(server)
