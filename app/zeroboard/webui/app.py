@@ -13,7 +13,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import attach, form as formmod, live_panels, train_page
+from . import attach, form as formmod, live_panels, sessions, train_page
 from .live import Live
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -71,6 +71,7 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
         live_panels.wire_live(panels, live, session, lang_radio, demo)
         wire_language(page.form, panels, title, lang_radio)
         attach.wire_attach(page, manager, session, lang_radio, demo)
+        sessions.wire_upkeep(demo)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo
