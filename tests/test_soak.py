@@ -1,7 +1,7 @@
 """No creep: what the server kept for each run it showed and each open page, now bounded (benchmarks/soak.py finds them).
 
 Each test pins one cause: the live readers of past runs, gradio's copies of updated components in a page's
-session.  No timing: counts of what is kept.
+session, gradio's queue records.  No timing: counts of what is kept.
 """
 
 from __future__ import annotations
@@ -96,6 +96,16 @@ def test_every_open_page_drops_gradios_copies_on_a_timer(tmp_path):
     timer = demo.blocks[upkeep[0].targets[0][0]]
     assert isinstance(timer, gr.Timer) and timer.value == sessions.UPKEEP_S
     assert asyncio.iscoroutinefunction(upkeep[0].fn)  # on the event loop, where gradio files its copies
+
+
+def test_gradios_queue_keeps_few_event_records():
+    import gradio as gr
+
+    import zeroboard.webui  # noqa: F401 - sets gradio's environment before any app is built
+
+    with gr.Blocks() as demo:
+        gr.Markdown()
+    assert demo._queue.ANALYTICS_MAX_EVENTS <= 100  # records for a monitoring dashboard the page never serves
 
 
 def test_a_finished_runs_reader_is_not_kept_after_it_is_dropped(manager, tmp_path):
