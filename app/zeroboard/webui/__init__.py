@@ -11,6 +11,10 @@ import sys
 
 # Offline machines are the common case: no analytics calls from the server.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# gradio's queue keeps a record of each queued event (Start, Abort, Preview, each edit of the form) for its monitoring
+# dashboard, which this page does not serve: up to 10,000 of them (~0.4 KB each), so a server kept ~0.8 KB more per
+# start/abort cycle until it held ~4 MB.  Read when the app is built: set before gradio builds one.
+os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "100")
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import chat_page, pages, queue_page, runs_page, train_page  # noqa: F401 - each page module registers its page
+from . import chat_page, pages, queue_page, runs_page, sessions, train_page  # noqa: F401 - pages register themselves
 from .live import Live
 
 LANG_KEY = "zeroboard-lang"
@@ -108,6 +108,7 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
             page.wire(ctx.views[page.id], ctx)
         wire_language(ctx, title)
         wire_load(ctx)
+        sessions.wire_upkeep(demo)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
     return demo

@@ -23,6 +23,11 @@ from ..runs.state import JobState
 
 LOG_LINES = 3000
 MEM_EVERY_S = 5.0  # re-reading events.jsonl for the plan comparison: at most this often while running
+# Readers kept for the runs pages read most recently.  Every reader was once kept for good: each run a page showed
+# stayed in memory with its parsed events and its last log lines for the server's life, ~0.3 MB for a run aborted
+# after its first steps (benchmarks/soak.py, 9 start/abort cycles: 2.9 MB of parsed events.jsonl kept, one reader per
+# cycle).  A page that comes back to a dropped run gets a new reader, which reads the run's files again once.
+READERS_KEPT = 8
 
 
 class RunReader:
@@ -210,15 +215,21 @@ class Live:
     def __init__(self, manager: JobManager, mon: monitor.Monitor | None = None):
         self.manager = manager
         self.monitor = mon or monitor.Monitor()
-        self._readers: dict[tuple, RunReader] = {}
+        self._readers: collections.OrderedDict[tuple, RunReader] = collections.OrderedDict()  # least recent first
         self._lock = threading.Lock()
 
     def reader(self, state: JobState) -> RunReader:
         key = (state.run_dir, state.started)  # a resumed run in the same dir is a new attempt: read afresh
         with self._lock:
-            if key not in self._readers:
-                self._readers[key] = RunReader(state)
-            return self._readers[key]
+            r = self._readers.pop(key, None)
+            if r is None:
+                r = RunReader(state)
+                for old in [k for k in self._readers if k[0] == state.run_dir]:  # an earlier attempt: not shown again
+                    del self._readers[old]
+            self._readers[key] = r
+            while len(self._readers) > READERS_KEPT:
+                self._readers.popitem(last=False)
+            return r
 
     def snapshot(self, run_dir: str | None, lang: str = words.DEFAULT) -> Snapshot:
         state = self.manager.state(run_dir) if run_dir else None
