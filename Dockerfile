@@ -1,27 +1,40 @@
-# ZeroBoard for NVIDIA machines.
+# ZeroBoard for NVIDIA machines (docs/en/quickstart.md, "Docker or Podman").
 #   docker build -t zeroboard .
-#   docker run --gpus all -p 7860:7860 -e ZEROBOARD_PASSWORD=change-me -v zeroboard-data:/data zeroboard
-# The base image brings a CUDA build of PyTorch and nvcc (DeepSpeed compiles its CUDA ops with it).
-FROM pytorch/pytorch:2.9.1-cuda12.8-cudnn9-devel
+#   docker run -d --name zeroboard --gpus all -p 7860:7860 -e ZEROBOARD_PASSWORD=change-me -v zeroboard-data:/data zeroboard
+# The default base brings a CUDA build of PyTorch and nvcc (DeepSpeed compiles its CUDA ops with it). Everything
+# after FROM works on any Debian-like base with Python 3.11+ (and its headers) and PyTorch (the container test builds
+# it on Debian with the CPU build of PyTorch): --build-arg BASE_IMAGE=... picks another.
+ARG BASE_IMAGE=pytorch/pytorch:2.9.1-cuda12.8-cudnn9-devel
+FROM ${BASE_IMAGE}
+# [gpu] adds Liger's fused Triton kernels (1 GB with Triton); --build-arg EXTRAS= leaves them out on a CPU base.
+ARG EXTRAS=[gpu]
 
 ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make g++ git && rm -rf /var/lib/apt/lists/*
+# tini as PID 1: it reaps the processes a finished job leaves to it and hands `docker stop` to the entrypoint.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make g++ git tini >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/zeroboard
+# The build context is what .dockerignore lets through: the package, the example jobs, the install files.
 COPY . .
-# Same install as the README's `make run`, with the image's own PyTorch instead of a pinned wheel.
-RUN make install PY=python3 VENV=/opt/venv VENV_FLAGS=--system-site-packages TORCH=torch EXTRAS=[gpu]
+# Same install as the README's `make run`, with the base image's own PyTorch instead of a pinned wheel.
+RUN make install PY=python3 VENV=/opt/venv VENV_FLAGS=--system-site-packages TORCH=torch "EXTRAS=${EXTRAS}"
 ENV PATH=/opt/venv/bin:$PATH
 
-# Pre-build DeepSpeed's CPU Adam (offload) and fused Adam. Arch names with a suffix ("9.0a")
-# break DeepSpeed's op builder, so the list is given plainly here.
-ENV TORCH_CUDA_ARCH_LIST="8.0;8.6;8.9;9.0"
-RUN python -c "from deepspeed.ops.op_builder import CPUAdamBuilder, FusedAdamBuilder; CPUAdamBuilder().load(); FusedAdamBuilder().load()" \
-    || echo "DeepSpeed ops will be compiled on first use"
+# DeepSpeed's ops for the base's PyTorch (CUDA or CPU build), compiled now so that the first job starts at once, into
+# a folder of the image. Arch names with a suffix ("9.0a") break DeepSpeed's op builder: the list is given plainly.
+# A failed op is reported here, op by op with its error, and the build goes on: a job that needs the op compiles it
+# first, and the page shows that compile phase (and the error, if it fails again). CPU Adam is compiled for this
+# machine's processor (-march=native): build the image where it runs.
+ENV TORCH_CUDA_ARCH_LIST="8.0;8.6;8.9;9.0" TORCH_EXTENSIONS_DIR=/opt/torch-extensions
+RUN device=$(python3 -c "import torch; print('cuda' if torch.version.cuda else 'cpu')") \
+    && zeroboard build-ops --device "$device" \
+    || echo "ZeroBoard: DeepSpeed ops NOT pre-built (the error is above); a job that needs one compiles it first"
 
-# Runs, generated DeepSpeed presets and the demo model live on a volume.
+# Runs, the generated DeepSpeed presets, the demo model, the runs index and downloaded models live on the volume.
 VOLUME /data
 WORKDIR /data
-ENV ZEROBOARD_CACHE=/data/cache
+ENV ZEROBOARD_CACHE=/data/cache HF_HOME=/data/huggingface
 EXPOSE 7860
-CMD ["sh", "-c", "cp -rn /opt/zeroboard/examples /data/ 2>/dev/null; zeroboard webui --host 0.0.0.0 --port 7860"]
+ENTRYPOINT ["tini", "--", "/opt/zeroboard/docker/entrypoint.sh"]
+CMD ["zeroboard", "webui", "--host", "0.0.0.0", "--port", "7860"]

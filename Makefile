@@ -20,7 +20,7 @@ WEBUI_ARGS ?=
 # e.g. SHOTS_ARGS="--lang zh"
 SHOTS_ARGS ?=
 
-.PHONY: install install-test run test lint chromium screenshots slurm liger-source
+.PHONY: install install-test run test lint chromium screenshots slurm liger-source container-tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -30,11 +30,19 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
-install-test: install chromium slurm liger-source
+install-test: install chromium slurm liger-source container-tools
 	$(BIN)/pip install --quiet -e ".[test]"
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+# The container test builds the Dockerfile and runs it without a Docker daemon: Debian's podman (buildah inside),
+# runc and debootstrap (root; apt waits for another apt to finish).
+CONTAINER_TOOLS := podman buildah runc debootstrap
+container-tools:
+	@for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null || missing=1; done; [ -z "$$missing" ] || \
+	  { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(CONTAINER_TOOLS) >/dev/null; }
 
 # DeepSpeed compiles its C++ ops on first use; build them now (a minute or two, once) so the first job starts at once.
 # A failure here is reported and the web UI starts anyway: a job that needs the op shows its compile phase.

@@ -56,6 +56,15 @@ def test_deepspeed_launcher_on_gpus_in_the_chosen_order():
     assert "CUDA_VISIBLE_DEVICES" not in cmd.env  # the launcher sets it per --include
 
 
+def test_a_launcher_script_of_another_python_is_not_used(tmp_path, monkeypatch):
+    """No launcher next to this Python (torch in the system's site-packages, ZeroBoard in a venv: the Docker image):
+    the torchrun on PATH would start the system's Python, whose ranks cannot import ZeroBoard; this one runs its module."""
+    python = str(tmp_path / "python3")
+    monkeypatch.setattr(command.sys, "executable", python)
+    assert build(num_processes=2).argv[:3] == [python, "-m", "torch.distributed.run"]
+    assert build(num_processes=2, launcher="deepspeed").argv[:3] == [python, "-m", "deepspeed.launcher.runner"]
+
+
 def test_cpu_processes():
     cmd = build((), num_processes=2)
     assert tail(cmd)[2:8] == ["--nproc_per_node", "2", "--master_port", "29611", "-m", "zeroboard.training.train"]

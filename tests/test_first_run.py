@@ -37,10 +37,22 @@ def test_a_job_loads_the_communication_op_on_cpu_and_cpu_adam_with_offload():
 
 def test_build_ops_uses_the_jobs_own_arch_list(monkeypatch):
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;8.0")
-    assert ops.job_env("cuda") == command.arch_env() == {"TORCH_CUDA_ARCH_LIST": "9.0;8.0"}
+    assert command.arch_env() == {"TORCH_CUDA_ARCH_LIST": "9.0;8.0"}
+    assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda", **command.arch_env()}
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    assert ops.job_env("cuda") == {}
+    assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda"}  # named: without a visible GPU DeepSpeed would pick its CPU ops
     assert ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_build_ops_for_cuda_builds_cuda_ops_where_no_gpu_is_seen():
+    """`docker build` sees no GPU: DeepSpeed alone would pick its CPU accelerator and build a CPU fused_adam."""
+    probe = "from zeroboard.training import ops; print(type(ops.builder('FusedAdamBuilder')).__module__)"
+    found = {}
+    for kind in ("cuda", "cpu"):
+        env = {**os.environ, **ops.job_env(kind), "CUDA_VISIBLE_DEVICES": ""}
+        found[kind] = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                     check=True, timeout=300).stdout.split()[-1]
+    assert found == {"cuda": "deepspeed.ops.op_builder.fused_adam", "cpu": "deepspeed.ops.op_builder.cpu.fused_adam"}
 
 
 class _Reader:

@@ -110,6 +110,14 @@ def test_sigterm_and_sighup_to_zeroboard_train_stop_the_job(tmp_path, index, sig
     assert_nothing_left(st)
 
 
+def test_stop_takes_one_run_or_all_of_them(index):
+    """`zeroboard stop --all` is what a container's stop runs (docker/entrypoint.sh); with a job it is in test_container."""
+    assert cli(index, "stop").returncode == 2
+    assert cli(index, "stop", "--all", "runs/demo").returncode == 2
+    nothing = cli(index, "stop", "--all")
+    assert nothing.returncode == 0 and "no job" in nothing.stdout, nothing.stdout + nothing.stderr
+
+
 def test_detach_leaves_the_job_running_on_purpose(tmp_path, index):
     out = tmp_path / "run"
     done = cli(index, *train_args(out, 5000), "--detach")

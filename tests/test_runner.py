@@ -166,7 +166,9 @@ def test_the_rendezvous_port_of_a_launcher_and_of_a_rank():
              subprocess.Popen([*sleep, "--master-port=23457"]),
              subprocess.Popen(sleep, env={**os.environ, "MASTER_PORT": "23458"}),
              subprocess.Popen(sleep, env={k: v for k, v in os.environ.items() if k != "MASTER_PORT"})]
-    try:
+    try:  # read each once it runs Python (right after fork it still holds this process's command line and environment)
+        for p in procs:
+            wait_until(lambda p=p: "time.sleep(60)" in " ".join(psutil.Process(p.pid).cmdline()), 30, "the exec")
         ports = [processes.rendezvous_port(psutil.Process(p.pid)) for p in procs]
     finally:
         for p in procs:

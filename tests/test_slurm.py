@@ -17,7 +17,7 @@ from zeroboard.job import record, spec
 from zeroboard.runs import manager as runner, processes
 from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.slurm import final_state, queue_info
-from zeroboard.webui import handlers
+from zeroboard.webui import handlers, runs_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slurm]
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +80,10 @@ def test_a_two_process_job_from_the_page_finishes_and_shows_in_runs(cluster, tmp
     start = next(e for e in record.read_events(Path(st.run_dir) / record.EVENTS_FILE) if e["event"] == "start")
     assert start["world_size"] == 2
     assert st.run_dir in [j.run_dir for j in mgr.jobs()] and st.slurm["job_id"] == job_id
+    listed = runs_view.listing(mgr)  # the Runs tab: its devices column names the Slurm job and its nodes
+    row = listed.rows[listed.runs.index(st.run_dir)]
+    assert f"Slurm {job_id} · " in " ".join(row) and st.slurm["nodes"] in " ".join(row), row
+    assert f"Slurm job {job_id}: COMPLETED" in runs_view.detail_markdown(mgr, st.run_dir, "en")
 
 
 def test_a_second_job_waits_in_slurms_queue_and_abort_cancels_the_first(cluster, tmp_path, index):
@@ -90,6 +94,8 @@ def test_a_second_job_waits_in_slurms_queue_and_abort_cancels_the_first(cluster,
     waiting = wait_until(lambda: (s := mgr.state(second.run_dir)).slurm.get("state") == "PENDING" and s, 60,
                          "the second job to wait in Slurm's queue")
     assert waiting.slurm.get("position") == 1 and "queue" in waiting.message
+    listed = runs_view.listing(mgr)  # the Runs tab: the waiting job's id and its place in Slurm's queue
+    assert f"Slurm {waiting.slurm['job_id']} · #1" in listed.rows[listed.runs.index(second.run_dir)]
     mgr.abort(first.run_dir)
     first = ended(mgr, first.run_dir, 180)
     assert first.status == "aborted", first.message

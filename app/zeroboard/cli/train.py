@@ -189,21 +189,36 @@ def _registered(mgr: runmgr.JobManager, run: str) -> str | None:
 def cmd_stop(args) -> int:
     lang = default_lang()
     mgr = runmgr.JobManager()
-    run = _registered(mgr, args.run)
-    if run is None:
-        print(text("cli.not_a_run", lang, run=args.run), file=sys.stderr)
-        return 1
-    st = mgr.save_and_stop(run) if args.save else mgr.abort(run)
-    if st is None or not st.active:
-        print(text("cli.not_running", lang, run=run, status=text(f"status.{st.status}", lang) if st else "-"))
-        return 0
-    print(text("cli.save_sent", lang, run=run) if args.save else text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
+    if args.all == bool(args.run):
+        print(text("cli.stop_which", lang), file=sys.stderr)
+        return 2
+    if args.all:
+        runs = [st.run_dir for st in mgr.active()]
+        if not runs:
+            print(text("cli.none_running", lang))
+    else:
+        run = _registered(mgr, args.run)
+        if run is None:
+            print(text("cli.not_a_run", lang, run=args.run), file=sys.stderr)
+            return 1
+        runs = [run]
+    asked = []
+    for run in runs:
+        st = mgr.save_and_stop(run) if args.save else mgr.abort(run)
+        if st is None or not st.active:
+            print(text("cli.not_running", lang, run=run, status=text(f"status.{st.status}", lang) if st else "-"))
+            continue
+        print(text("cli.save_sent", lang, run=run) if args.save else text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
+        asked.append(run)
     if args.no_wait:
         return 0
-    while (st := mgr.state(run)) is not None and st.active:
-        time.sleep(POLL_S)
-    print(text("cli.ended", lang, status=text(f"status.{st.status}", lang), message=tr(st.message, lang)))
-    return 0 if not st.leftover else 1
+    leftover = False
+    for run in asked:
+        while (st := mgr.state(run)) is not None and st.active:
+            time.sleep(POLL_S)
+        print(text("cli.ended", lang, status=text(f"status.{st.status}", lang), message=tr(st.message, lang)))
+        leftover = leftover or bool(st.leftover)
+    return 1 if leftover else 0
 
 
 def add_commands(sub, lang: str) -> None:
@@ -213,7 +228,8 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--queue", action="store_true", help=text("cli.queue_flag_help", lang))
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
-    s.add_argument("run", help=text("cli.run_arg_help", lang))
+    s.add_argument("run", nargs="?", help=text("cli.run_arg_help", lang))
+    s.add_argument("--all", action="store_true", help=text("cli.stop_all_help", lang))
     s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))
     s.add_argument("--save", action="store_true", help=text("cli.save_help", lang))
     s.set_defaults(fn=cmd_stop)

@@ -24,6 +24,8 @@ __all__ = ["Command", "Prepared", "build", "cache_dir", "check_and_build", "free
 TRAINER_MODULE = "zeroboard.training.train"
 # the chat worker (a job like a training run for the device guard): ``--folder`` names its folder, as --output_dir a run's
 CHAT_MODULE = "zeroboard.outputs.chat_worker"
+# the modules behind the launchers' scripts, for a Python that has no script of its own (see _launcher)
+LAUNCHER_MODULES = {"torchrun": "torch.distributed.run", "deepspeed": "deepspeed.launcher.runner"}
 # NVLink SHARP / multicast is off for jobs we launch: it needs fabric services
 # that many hosts (and containers) lack, and NCCL then hangs at init.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
@@ -75,13 +77,16 @@ class Prepared:
     placement: Placement | None = None
 
 
-def _executable(name: str) -> str:
-    """The launcher next to this Python; a bare name when PATH finds that same file."""
+def _launcher(name: str) -> list[str]:
+    """The launcher of this Python: its script next to this interpreter (a bare name when PATH finds that same file),
+    else this interpreter running the launcher's module.  A script found elsewhere on PATH belongs to another Python:
+    with torch in the system's site-packages and ZeroBoard in a venv (the Docker image), the system's torchrun
+    started ranks that could not import ZeroBoard."""
     local = Path(sys.executable).parent / name
     if not local.exists():
-        return shutil.which(name) or name
+        return [sys.executable, "-m", LAUNCHER_MODULES[name]]
     found = shutil.which(name)
-    return name if found and Path(found).resolve() == local.resolve() else str(local)
+    return [name if found and Path(found).resolve() == local.resolve() else str(local)]
 
 
 def sanitized_arch_list(value: str) -> str:
@@ -146,7 +151,7 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         # --tee 3 copies every rank's stdout/stderr to the console with this prefix: a traceback names its rank
         env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
         nodes = ["--nnodes", str(spec.num_nodes), "--node_rank", str(spec.node_rank), "--master_addr", spec.master_addr]
-        argv = [_executable("torchrun"), "--tee", "3", *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
+        argv = [*_launcher("torchrun"), "--tee", "3", *(nodes if spec.num_nodes > 1 else []), "--nproc_per_node", str(n),
                 "--master_port", str(port), "-m", TRAINER_MODULE]
     else:
         if use_gpu:
@@ -154,7 +159,7 @@ def build(spec: JobSpec, where: Placement, port: int | None = None) -> Command:
         else:
             env["LOCAL_SIZE"] = str(n)  # DeepSpeed's CPU accelerator counts devices from this
             where_args = ["--num_gpus", str(n)]
-        argv = [_executable("deepspeed"), *where_args, "--master_port", str(port), "--no_local_rank", "--module",
+        argv = [*_launcher("deepspeed"), *where_args, "--master_port", str(port), "--no_local_rank", "--module",
                 TRAINER_MODULE]
     return Command(argv + flags, env, os.getcwd(), where.ds_path, where.kind, ids, port, notes)
 
@@ -168,7 +173,7 @@ def _on_slurm(spec: JobSpec, where: Placement, env: dict[str, str], flags: list[
     else:  # the task's cores (not this machine's) shared by its ranks
         env["OMP_NUM_THREADS"] = str(max(1, (spec.slurm_cpus_per_task or n) // n))
     env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
-    argv = [_executable("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n), "-m", TRAINER_MODULE, *flags]
+    argv = [*_launcher("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n), "-m", TRAINER_MODULE, *flags]
     run = (Path(os.getcwd()) / spec.output_dir).resolve()
     script = slurmmod.render(spec, argv, env, run, os.getcwd(), n)
     return Command(["sbatch", "--parsable", str(run / slurmmod.SCRIPT_FILE)], {}, os.getcwd(), where.ds_path, "slurm",

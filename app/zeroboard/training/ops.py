@@ -12,6 +12,7 @@ the same cleaned ``TORCH_CUDA_ARCH_LIST``), so what is built ahead is exactly wh
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -31,10 +32,13 @@ STALE_AFTER_S = 10.0  # a build lock this old with nobody compiling was left by 
 
 
 def job_env(kind: str) -> dict[str, str]:
-    """The part of a job's environment that decides how DeepSpeed builds an op (see job.command.build)."""
+    """The part of a job's environment that decides how DeepSpeed builds an op (see job.command.build).
+
+    CUDA is named, not left to DeepSpeed: where it sees no GPU (``docker build``) it picks its CPU accelerator, whose
+    builders make CPU ops under the same names (``fused_adam``): a GPU job would then compile its own at start, unannounced."""
     if kind == "cpu":
         return {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
-    return command.arch_env()
+    return {"DS_ACCELERATOR": "cuda", **command.arch_env()}
 
 
 def needed(device_type: str, ds_config: dict | None) -> list[str]:
@@ -135,9 +139,10 @@ def build_one(class_name: str) -> dict:
         return {"op": class_name, "status": "failed", "why": f"{type(e).__name__}: {e}"[-600:]}
 
 
-def build_all(kind: str, lang: str = DEFAULT, out=print, only: list[str] | None = None) -> int:
-    """Build this machine's ops (or ``only`` these builders) side by side, with a progress line every few seconds;
-    0 when all are usable."""
+def build_all(kind: str, lang: str = DEFAULT, out=None, only: list[str] | None = None) -> int:
+    """Build this machine's ops (or ``only`` these builders) side by side, with a progress line every few seconds
+    (flushed: a build log shows them as they come); 0 when all are usable."""
+    out = out or functools.partial(print, flush=True)
     env = {**os.environ, **job_env(kind), "PYTHONUNBUFFERED": "1"}
     names = tuple(only) if only else MACHINE_OPS[kind]
     out(text("ops.start", lang, kind=kind, ops=", ".join(OP_NAMES.get(n, n) for n in names)))

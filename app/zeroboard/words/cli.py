@@ -28,6 +28,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "停止正在运行的任务(同中断),等到没有进程留下",
     ),
     "cli.run_arg_help": ("the run's output folder", "运行的输出目录"),
+    "cli.stop_all_help": ("stop every running job of this workspace (a container's stop does)", "停止这个工作区所有正在运行的任务(容器停止时会这样做)"),
     "cli.no_wait_help": ("ask the job to stop and return at once", "请求停止后立即返回"),
     "cli.dataset_help": (
         "show the job's data as the trainer sees it: samples through the template, learned tokens marked, statistics",
@@ -93,6 +94,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.ended": ("{status}: {message}", "{status}:{message}"),
     "cli.no_runs": ("no runs in this workspace yet", "这个工作区还没有运行"),
     "cli.not_a_run": ("{run} is not a run of this workspace (see zeroboard runs)", "{run} 不是这个工作区的运行(见 zeroboard runs)"),
+    "cli.stop_which": ("name one run to stop, or --all", "请指定要停止的一个运行,或使用 --all"),
+    "cli.none_running": ("no job of this workspace is running", "这个工作区没有正在运行的任务"),
     "cli.not_running": ("{run} is not running ({status})", "{run} 没有在运行({status})"),
     "cli.stop_sent": (
         "stopping {run} (SIGTERM, SIGKILL after {grace} s, then a check)...",

@@ -51,7 +51,7 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     # --- the Queue page, and Queue on the Train page ---
     "queue.tab": ("Queue", "队列"),
-    "queue.button": ("Queue", "排队"),
+    "queue.button": ("Queue", "加入队列"),
     "queue.intro": (
         "Jobs waiting for their devices or folder, in the order they start. Each starts through the same checks as "
         "Start as soon as what it waits for is free; **Queue** on the Train page adds one.",
@@ -71,5 +71,5 @@ WORDS: dict[str, tuple[str, str]] = {
         "as Start.",
         "**已加入队列**,编号 {id}(第 {position} 位):{why}。可在“队列”页查看;启动时做与“开始”相同的检查。",
     ),
-    "page.busy_hint": ("**Queue** starts it as soon as they are free.", "点“排队”,资源一空出就自动启动。"),
+    "page.busy_hint": ("**Queue** starts it as soon as they are free.", "点“加入队列”,资源一空出就自动启动。"),
 }
