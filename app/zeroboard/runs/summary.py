@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -271,4 +272,6 @@ def matches(s: RunSummary, text: str = "", status: str = "", archived: bool | No
         return False
     hay = " ".join([s.run_dir, s.model, s.method, f"stage {s.stage}", "offload" if s.offload else "", s.source,
                     s.status]).lower()
-    return all(word in hay for word in text.lower().split())
+    tokens = set(re.split(r"[^0-9a-z]+", hay))
+    # a number is a whole token ("stage 2" is not runs/lr-0.002 nor /tmp/pytest-12), any other word a part of one
+    return all(word in tokens if word.isdigit() else word in hay for word in text.lower().split())
