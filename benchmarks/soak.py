@@ -145,12 +145,12 @@ class Page:
         return int(m.group(1)) if m else 0
 
 
-def follow(page: Page, run: Path, until, timeout: float, what: str) -> None:
+def follow(page: Page, work: Path, run: Path, until, timeout: float, what: str) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         page.tick()
         status, shown = page.status()
-        if shown and Path(shown).resolve() == run and until(status):
+        if shown and (work / shown).resolve() == run and until(status):  # the page names runs as the workspace does
             return
         time.sleep(0.5)
     raise TimeoutError(f"{what} not shown within {timeout:.0f} s (status {page.status()[0]}, step {page.step()})")
@@ -186,10 +186,10 @@ def cycle(page: Page, work: Path, i: int, max_steps: int, busy_word: str) -> dic
             time.sleep(5)
             continue
         raise RuntimeError(f"not started: {message}")
-    follow(page, run, lambda s: page.step() >= 1 or s in SETTLED, 600, "the first logged step")
+    follow(page, work, run, lambda s: page.step() >= 1 or s in SETTLED, 600, "the first logged step")
     first_step = time.time() - t0
     page.call(page.abort_dep)
-    follow(page, run, lambda s: s in SETTLED, 300, "the run settled")
+    follow(page, work, run, lambda s: s in SETTLED, 300, "the run settled")
     status = page.status()[0]
     return {"status": status, "first_step_s": round(first_step, 1), "busy_retries": busy,
             "seconds": round(time.time() - t0, 1), "left": leftovers(run)}
