@@ -73,6 +73,8 @@ def english_left(pg) -> list[str]:
 def assert_chinese(pg, where: str) -> None:
     # the labels switch once the page knows its language; the live panels at their next tick (twice a second)
     pg.wait_for_selector("body[data-zb-lang='zh']", state="attached")
+    # the labels are said again by one event after the language is known: one of them in Chinese means all are
+    pg.wait_for_selector("#zb-start:text-is('开始')", timeout=60_000)
     pg.wait_for_function("() => document.querySelector('#zb-host').innerText.includes('主机内存')")
     left = english_left(pg)
     assert not left, f"English on the Chinese page ({where}): {left}"

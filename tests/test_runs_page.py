@@ -180,6 +180,7 @@ def tooltips_left(pg) -> list[str]:
 
 def assert_no_english(pg, where: str) -> None:
     pg.wait_for_selector("body[data-zb-lang='zh']", state="attached")
+    pg.wait_for_selector("#zb-start:text-is('开始')", state="attached", timeout=60_000)  # the labels said again
     left = english_left(pg) + tooltips_left(pg)
     assert not left, f"English on the Chinese page ({where}): {left}"
 
