@@ -183,7 +183,10 @@ def cycle(page: Page, work: Path, i: int, max_steps: int, busy_word: str) -> dic
             break
         if busy_word in message and busy < 120:  # another CPU job on this machine: try again shortly
             busy += 1
-            time.sleep(5)
+            until = time.time() + 5
+            while time.time() < until:  # the open page goes on meanwhile: its timers tick as in a browser
+                page.tick()
+                time.sleep(0.5)
             continue
         raise RuntimeError(f"not started: {message}")
     follow(page, work, run, lambda s: page.step() >= 1 or s in SETTLED, 600, "the first logged step")
