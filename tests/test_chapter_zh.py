@@ -52,7 +52,7 @@ TERMS = {"zeroboard", "deepspeed", "stage", "offload", "lora", "zero", "gpu", "g
          "state", "events", "launcher", "log", "checkpoint", "global", "step", "latest", "from_pretrained", "hf",
          # DeepSpeed's and the math's terms, and the template names a user picks
          "reduce", "bucket", "tensorboard", "wandb", "mlflow", "swanlab", "tb", "mlruns", "swanlog", "factory",
-         "proportional", "end", "softmax", "plain", "chatml", "mistral", "gemma", "qwen", "phi", "alpaca", "eval"}
+         "proportional", "end", "ollama", "modelfile", "softmax", "plain", "chatml", "mistral", "gemma", "qwen", "phi", "alpaca", "eval"}
 WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*(?![A-Za-z0-9_])")  # whole ASCII words, CJK around or not
 SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){2,}")
 

@@ -415,8 +415,8 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> None:
         t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
         t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
                                "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
+        t.shoot(out, "chapter_procs")  # first: the rows are there now (the run may end while the page is shot)
         t.shoot(out, "running")
-        t.shoot(out, "chapter_procs")
         if t.status() != "running":
             print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
                   f"a larger --max-steps keeps it running longer", file=sys.stderr)
