@@ -65,7 +65,10 @@ def open_runs_tab(browser, url: str, n: int) -> dict:
                              c = document.querySelector('#zb-runs-count');
                        return !!r && r.getBoundingClientRect().height > 0 && !!c && c.getBoundingClientRect().height > 0
                               && new RegExp('of ' + n + ' runs').test(c.innerText); }"""
-    out = {"open_s": timed_click(pg, "#zb-tab-runs-button", rows, n)}
+    # the tab shows the rows the page was opened with at once, and reads the list again meanwhile: that read is let
+    # finish before the next click (a Next clicked while it is in flight is answered, then overwritten by it)
+    with pg.expect_response(lambda r: r.request.method == "POST" and "/run/" in r.url, timeout=60_000):
+        out = {"open_s": timed_click(pg, "#zb-tab-runs-button", rows, n)}
     out["next_page_s"] = timed_click(pg, "#zb-runs-next", "() => /page 2 of/.test(document.querySelector('#zb-runs-count')"
                                                           "?.innerText || '')")
     box = pg.locator("#zb-runs-filter textarea, #zb-runs-filter input").first
