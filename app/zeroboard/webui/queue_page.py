@@ -20,6 +20,7 @@ from ..runs.queue import Entry, Queue
 from ..words import text, tr
 from . import pages
 from .live import dur_text
+from .runs_view import devices_text
 
 REFRESH_S = 2.0  # the list is read again this often while the page is open (a small file)
 
@@ -42,8 +43,7 @@ def rows(entries: list[Entry], lang: str, now: float | None = None) -> list[list
     now = now or time.time()
     out = []
     for pos, e in enumerate(entries, 1):
-        where = "Slurm" if e.device_kind == "slurm" else (
-            f"cpu × {len(e.devices) or 1}" if e.device_kind == "cpu" else "GPU " + ",".join(map(str, e.devices)))
+        where = "Slurm" if e.device_kind == "slurm" else devices_text(e.device_kind, e.devices)  # as the Runs tab says
         out.append([str(pos), e.id, words.status(e.status, lang), dur_text(max(0.0, now - e.queued)),
                     workspace.shown(e.output), where, text(f"source.{e.source}", lang) if e.source in ("page", "cli")
                     else e.source, tr(e.why, lang) if e.why else "-"])
