@@ -162,25 +162,13 @@ def test_the_chapter_in_chinese(browser, server):
 
     # 开始
     fill(pg, "output_dir", work / "chapter")
-    fill(pg, "max_steps", 80)
+    fill(pg, "max_steps", 150)
     pg.locator("#zb-start").click()
     pg.wait_for_selector("#zb-message :text('已启动')", timeout=90_000)
     wait_until(lambda: step(pg) > 0, RUN_S, "the first step on the page")
     # the process table: one row per rank (and its device), under the header
     pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]').getAttribute('aria-rowcount')) >= 3")
     assert_chinese(pg, "the running job")
-
-    # a reload during the run shows the run's own settings, read-only, with its command and JSON
-    pg.reload()
-    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
-    pg.wait_for_selector("#zb-new-job", state="visible")
-    assert pg.locator("#zb-deepspeed_stage input").input_value() == "2"
-    assert pg.locator("#zb-offload input[type=checkbox]").is_checked()
-    assert pg.locator("#zb-offload input[type=checkbox]").is_disabled()
-    assert "ds_z2_offload_config.json" in pg.locator("#zb-command").inner_text()
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")
-    assert "offload_optimizer" in pg.locator("#zb-ds-json").inner_text()
-    assert_chinese(pg, "a reload during the run")
 
     wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
     assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
@@ -194,15 +182,28 @@ def test_the_chapter_in_chinese(browser, server):
     assert "已在独立进程中" in pg.locator("#zb-output-message").inner_text()
     assert_chinese(pg, "the output check")
 
-    # 中断 a second run: the stop, step by step, in Chinese
+    # a second run, long enough to outlast a reload: a reload during the run shows the run's own settings,
+    # read-only, with its command and JSON; then 中断, the stop, step by step, in Chinese
     fill(pg, "output_dir", work / "chapter-abort")
     fill(pg, "max_steps", 5000)
-    choose(pg, "deepspeed_stage", "none")
-    pg.locator("#zb-offload input[type=checkbox]").uncheck()
+    choose(pg, "deepspeed_stage", "2")
+    pg.locator("#zb-offload input[type=checkbox]").check()
     pg.locator("#zb-start").click()
     pg.wait_for_selector("#zb-message :text('已启动')", timeout=90_000)
     wait_until(lambda: "chapter-abort" in pg.locator("#zb-status").inner_text() and step(pg) > 0, RUN_S,
                "the first step of the second run")
+    pg.reload()
+    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+    pg.wait_for_selector("#zb-new-job", state="visible")
+    assert pg.locator("#zb-deepspeed_stage input").input_value() == "2"
+    assert pg.locator("#zb-offload input[type=checkbox]").is_checked()
+    assert pg.locator("#zb-offload input[type=checkbox]").is_disabled()
+    assert "ds_z2_offload_config.json" in pg.locator("#zb-command").inner_text()
+    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")
+    assert "offload_optimizer" in pg.locator("#zb-ds-json").inner_text()
+    assert_chinese(pg, "a reload during the run")
+
+    assert "chapter-abort" in pg.locator("#zb-status").inner_text() and status(pg) == "running"
     pg.locator("#zb-abort").click()
     pg.wait_for_selector("#zb-message :text('正在停止')")
     wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")

@@ -441,3 +441,18 @@ def test_the_run_list_accepts_only_registered_runs(gr, manager, tmp_path):
     (tmp_path / "run").mkdir()
     run = register(manager, JobState(run_dir=str(tmp_path / "run"), status="finished"))
     assert pick(run.run_dir, {"run_dir": None}) == {"run_dir": run.run_dir}
+
+
+@pytest.mark.parametrize("tab_run, shown, active, expected", [
+    # a page load half-way: the form already locked on the running job, the tab not yet following it
+    (None, {"run": "runs/a", "locked": True}, {"runs/a"}, ("runs/a", "same")),
+    # ... and the same when that job has ended meanwhile: unlock
+    (None, {"run": "runs/a", "locked": True}, set(), ("runs/a", "unlock")),
+    ("runs/b", {"run": "runs/a", "locked": False}, {"runs/b"}, ("runs/b", "lock")),  # a run started here
+    ("runs/b", {"run": "runs/b", "locked": True}, set(), ("runs/b", "unlock")),  # ... and ended
+    ("runs/b", {"run": "runs/b", "locked": False}, {"runs/b"}, ("runs/b", "follow")),  # New job: stays editable
+    (None, {}, set(), (None, "same")),  # a fresh tab, nothing running
+])
+def test_a_form_tick_locks_and_unlocks_on_the_run_it_shows(tab_run, shown, active, expected):
+    from zeroboard.webui.attach import form_turn
+    assert form_turn(tab_run, shown, lambda d: d in active) == expected

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import gradio as gr
 
@@ -58,6 +59,24 @@ def free_output(current: str, run_dir: str | None) -> str | None:
     return None
 
 
+def form_turn(tab_run: str | None, shown: dict, active: Callable[[str], bool]) -> tuple[str | None, str]:
+    """What a form tick does: ``(run, "lock" | "unlock" | "same" | "follow")``.
+
+    ``tab_run``: the run this browser tab follows; ``shown``: what the form shows (``{"run", "locked"}``).  Without
+    a run of its own the tab judges the run the form shows: a tick that reads the tab's state half-way through a
+    page load (the form already on the running job, the tab not yet following it) must not take that run for
+    ended and unlock its form."""
+    run_dir = tab_run or shown.get("run")
+    is_active = bool(run_dir) and active(run_dir)
+    if shown.get("run") == run_dir and bool(shown.get("locked")) == is_active:
+        return run_dir, "same"
+    if is_active and shown.get("run") != run_dir:
+        return run_dir, "lock"
+    if not is_active and shown.get("locked"):
+        return run_dir, "unlock"
+    return run_dir, "follow"
+
+
 def wire_attach(page, manager: JobManager, session: gr.State, ctx: pages.Context) -> None:
     """The form on a page (re)load (a load step: after the language is picked), on New job, and when a run ends.
 
@@ -97,16 +116,14 @@ def wire_attach(page, manager: JobManager, session: gr.State, ctx: pages.Context
 
     def on_tick(state, shown, current_output):
         """A run started here (lock the form on its job) or ended (unlock, and move the output folder on)."""
-        run_dir = state.get("run_dir")
-        st = manager.state(run_dir) if run_dir else None
-        active = bool(st and st.active)
-        if shown.get("run") == run_dir and shown.get("locked") == active:
-            return [gr.skip()] * (len(names) + 2)
-        if active and shown.get("run") != run_dir:
+        run_dir, turn = form_turn(state.get("run_dir"), shown, lambda d: bool((st := manager.state(d)) and st.active))
+        if turn == "lock":
             return [*locked_form(None, True, None), gr.update(visible=True), {"run": run_dir, "locked": True}]
-        if not active and shown.get("locked"):
+        if turn == "unlock":
             out = free_output(current_output, run_dir)
             return [*locked_form(None, False, out), gr.update(visible=False), {"run": run_dir, "locked": False}]
+        if turn == "same":
+            return [gr.skip()] * (len(names) + 2)
         return [*[gr.skip()] * len(names), gr.skip(), {"run": run_dir, "locked": shown.get("locked", False)}]
 
     io = dict(show_progress="hidden")
