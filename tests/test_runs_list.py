@@ -229,6 +229,20 @@ def test_the_page_lists_pages_and_filters(tmp_path, index, manager, monkeypatch)
     assert rv.toggle(rv.toggle([], "a"), "b") == ["a", "b"] and rv.toggle(["a", "b"], "a") == ["b"]
 
 
+def test_the_list_shown_is_known_by_its_key_so_an_unchanged_read_sends_nothing(tmp_path, index, manager):
+    from zeroboard.webui import runs_view as rv
+
+    runs = four_settings(tmp_path, index)
+    first = rv.listing(manager, "", "", 0, "en")
+    key = rv.shown_key(first, [], "en")
+    assert rv.shown_key(rv.listing(manager, None, None, 0, "en"), [], "en") == key  # the same list, read again
+    assert rv.shown_key(first, [str(runs[0].resolve())], "en") != key  # a run selected
+    assert rv.shown_key(rv.listing(manager, "", "", 0, "zh"), [], "zh") != key  # another language
+    assert rv.shown_key(rv.listing(manager, "offload", "", 0, "en"), [], "en") != key  # filtered
+    synthetic_run(tmp_path / "z-new", index, seed=9)  # a new run
+    assert rv.shown_key(rv.listing(manager, "", "", 0, "en"), [], "en") != key
+
+
 def test_the_page_compares_in_both_languages(tmp_path, index, manager):
     from zeroboard.webui import runs_view as rv
 

@@ -39,12 +39,17 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
     list_out = [p.table, p.count, p.selected, p.state]
 
     def listed(d: dict, state: rv.RunsState, page: int) -> list:
+        """The list read again; nothing is sent when the page already shows it (a tab opened, Refresh, a page
+        turned back and forth): the table is not drawn again, and a read that crosses a click changes nothing."""
         lang = d[lang_radio]
         got = rv.listing(manager, d[p.filter], d[p.status], page, lang)
         listed_runs = {r for _, r in got.choices}
         selected = [r for r in state.selected if r in listed_runs]
+        key = rv.shown_key(got, selected, lang)
+        if key == state.shown:
+            return [gr.skip()] * (len(list_out) + 1)
         table = {"headers": words.headers("runs", lang), "data": got.rows}
-        state = dataclasses.replace(state, page=got.page, selected=selected)
+        state = dataclasses.replace(state, page=got.page, selected=selected, shown=key)
         return [table, got.count, gr.update(choices=got.choices, value=selected), state, got.runs]
 
     def refresh(d):
@@ -62,10 +67,10 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
         """The first page of the list, as the page opens (the tab shows it at once, then reads it again)."""
         got = rv.listing(manager, "", "", 0, lang)
         return [{"headers": words.headers("runs", lang), "data": got.rows}, got.count,
-                gr.update(choices=got.choices, value=[]), got.runs]
+                gr.update(choices=got.choices, value=[]), rv.RunsState(shown=rv.shown_key(got, [], lang)), got.runs]
 
     rows_on_page = gr.State([])  # the run of each row of the table as shown (for a click on a row)
-    ctx.on_load(on_open, [], [p.table, p.count, p.selected, rows_on_page])
+    ctx.on_load(on_open, [], [*list_out, rows_on_page])
     list_in = {p.filter, p.status, p.state, lang_radio}
     # reading the list is light (cached summaries): answered at once, not behind the queue's other events
     for trigger, fn in ((ctx.tab_items["runs"].select, refresh), (p.refresh.click, refresh), (p.filter.submit, first_page),

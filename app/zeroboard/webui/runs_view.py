@@ -13,6 +13,7 @@ archive go through ``runs.housekeeping`` after a confirmation.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -43,6 +44,7 @@ class RunsState:
     selected: list[str] = field(default_factory=list)
     opened: str | None = None
     pending: tuple[str, str] | None = None  # (delete | archive, run)
+    shown: str = ""  # what the list on screen shows (``shown_key``): a read that would show the same sends nothing
 
 
 # --- the list ----------------------------------------------------------------------------
@@ -105,6 +107,12 @@ def listing(manager: JobManager, filter_text: str = "", status: str = "", page: 
         else text("runs.none", lang)
     return Listing([row(s, lang, now) for s in chunk], [s.run_dir for s in chunk], count, page,
                    [(workspace.shown(s.run_dir), s.run_dir) for s in every])
+
+
+def shown_key(got: Listing, selected: list[str], lang: str) -> str:
+    """A digest of the list as a page would show it: the rows, the count, the runs offered and selected."""
+    text_of = json.dumps([lang, got.rows, got.count, got.page, got.choices, selected], ensure_ascii=False)
+    return hashlib.blake2b(text_of.encode("utf-8"), digest_size=12).hexdigest()
 
 
 def toggle(selected: list[str], run_dir: str) -> list[str]:
