@@ -119,8 +119,8 @@ class Options:
     out: Path
     langs: list[str]
     # the demo model trains at 15+ steps/s on 2 CPU cores: with 300 steps the run had ended before the second
-    # language's running shot was taken
-    max_steps: int = 600
+    # language's running shot was taken, and with 600 before the second language's process table on a busy machine
+    max_steps: int = 1500
     chromium: str = CHROMIUM
 
     @property
@@ -410,12 +410,13 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> None:
         return all(t.step() >= enough for t in tabs)
 
     wait_until(progressed, RUN_S, f"step {enough} of the demo run")
+    for t in tabs:  # first, in every tab: the process table has its rows only while the run goes on
+        t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
+                               "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
+        t.shoot(out, "chapter_procs")
     for t in tabs:
         t.pg.wait_for_function("() => document.querySelector('#zb-log textarea').value.length > 0")
         t.pg.evaluate("() => { const a = document.querySelector('#zb-log textarea'); a.scrollTop = a.scrollHeight; }")
-        t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
-                               "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
-        t.shoot(out, "chapter_procs")  # first: the rows are there now (the run may end while the page is shot)
         t.shoot(out, "running")
         if t.status() != "running":
             print(f"warning: the run had ended when running_{t.lang}.png was taken: it shows the {t.status()} state; "
