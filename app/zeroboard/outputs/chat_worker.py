@@ -24,6 +24,12 @@ Each connection carries one JSON request and gets JSON lines back:
 It ends by itself after ``idle_s`` seconds without a request, and on SIGTERM
 (Abort, or the client's unload of last resort).  A client that goes away
 mid-answer stops that answer.
+
+The model answers on the process's main thread; the connections' threads only
+hand it their requests and send what it says.  On a GPU, ``generate`` in any other
+thread ran 3.7x slower per token on the H200 (58 against 16 ms with a 1.1 B
+Llama, the same model and call; benchmarks/chat_speed.py), and a slow client
+never holds up the model: the pieces wait in the request's queue.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import argparse
 import hmac
 import json
 import os
+import queue
 import secrets
 import signal
 import socketserver
@@ -58,7 +65,8 @@ class Worker:
         self.token = secrets.token_hex(16)
         self.idle_s = idle_s
         self.quit = threading.Event()
-        self.answering = threading.Lock()  # one answer at a time: the model is one
+        self.work: queue.SimpleQueue = queue.SimpleQueue()  # answers for the main thread, in the order asked
+        self.in_answer = False  # the main thread is answering
         self.stops: dict[str, threading.Event] = {}
         self.busy = 0
         self.last = time.time()
@@ -74,7 +82,7 @@ class Worker:
                                 json.dumps({**self.info, "token": self.token}, indent=2, ensure_ascii=False) + "\n")
 
     def public(self) -> dict:
-        return {**self.info, "answering": self.busy > 0 and self.answering.locked()}
+        return {**self.info, "answering": self.in_answer}
 
     # --- requests ---------------------------------------------------------------------------------
     def touch(self, delta: int) -> None:
@@ -103,35 +111,54 @@ class Worker:
             send({"error": words.to_json(say("chat.bad_request", op=str(op)))})
 
     def generate(self, req: dict, send) -> None:
+        """Queue the answer for the main thread, then send its pieces as they come (this connection's thread)."""
         rid = str(req.get("id") or secrets.token_hex(6))
         stop = self.stops.setdefault(rid, threading.Event())
         try:
             if self.info["status"] != "ready":
                 send({"error": words.to_json(say("chat.not_ready", status=self.info["status"]))})
                 return
-            settings = Settings.of(req.get("settings") or {})
-            with self.answering:
-                for item in req.get("sides") or []:
-                    side = item.get("side", "tuned")
-                    if stop.is_set() or self.quit.is_set():
-                        break
-                    send({"side": side, "start": True})
-
-                    def piece(text, side=side):
-                        try:
-                            send({"side": side, "text": text})
-                        except OSError:  # the client went away: nobody reads this answer
-                            stop.set()
-
-                    try:
-                        figures = self.chat.answer(item.get("messages") or [], side, settings, piece, stop)
-                    except OutputError as e:
-                        send({"side": side, "error": words.to_json(e.args[0])})
-                        continue
-                    send({"side": side, "done": True, **figures})
-            send({"end": True})
+            out: queue.SimpleQueue = queue.SimpleQueue()
+            self.work.put(lambda: self.answer(req, stop, out.put))
+            gone = False
+            while (msg := out.get()) is not None:
+                if gone:
+                    continue
+                try:
+                    send(msg)
+                except OSError:  # the client went away: nobody reads this answer
+                    gone = True
+                    stop.set()
+            if not gone:
+                send({"end": True})
         finally:
             self.stops.pop(rid, None)
+
+    def answer(self, req: dict, stop: threading.Event, put) -> None:
+        """On the main thread: each side of one request, its pieces and figures through ``put``, None last.
+        A side that fails says why; a failure other than the request's own (OutputError) ends the request, and
+        the worker goes on with the next one (the log has the traceback)."""
+        side = None
+        try:
+            settings = Settings.of(req.get("settings") or {})
+            for item in req.get("sides") or []:
+                side = item.get("side", "tuned")
+                if stop.is_set() or self.quit.is_set():
+                    break
+                put({"side": side, "start": True})
+                try:
+                    figures = self.chat.answer(item.get("messages") or [], side, settings,
+                                               lambda text, side=side: put({"side": side, "text": text}), stop)
+                except OutputError as e:
+                    put({"side": side, "error": words.to_json(e.args[0])})
+                    continue
+                put({"side": side, "done": True, **figures})
+        except Exception as e:
+            traceback.print_exc()
+            why = words.to_json(say("chat.answer_failed", why=f"{type(e).__name__}: {e}"))
+            put({"error": why} if side is None else {"side": side, "error": why})
+        finally:
+            put(None)
 
     # --- life -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -149,18 +176,40 @@ class Worker:
         self.publish(status="ready", load_s=round(self.chat.load_s, 3), memory_bytes=self.chat.memory_bytes(),
                      weights_bytes=self.chat.weights_bytes(), last_request=time.time())
         print(say("chat.worker_ready", name=self.info["name"], seconds=f"{self.chat.load_s:.1f}"), flush=True)
-        why = "unload"
-        while not self.quit.wait(1.0):
-            if self.busy == 0 and time.time() - self.last > self.idle_s:
-                why = "idle"
-                break
+        why = self.serve()
         for ev in list(self.stops.values()):
             ev.set()
+        self.drain()
         self.publish(status="unloaded", ended=time.time(), why=why)
         record.EventWriter(self.folder, 0).emit("end", status="finished", why=why)  # its supervisor reads a clean end
         print(say("chat.worker_end", why=why), flush=True)
         server.shutdown()
         return 0
+
+
+    def serve(self) -> str:
+        """The main thread's loop: answer what the connections queue, until unloaded or idle. Returns why it ended."""
+        while not self.quit.is_set():
+            try:
+                job = self.work.get(timeout=1.0)
+            except queue.Empty:
+                if self.busy == 0 and time.time() - self.last > self.idle_s:
+                    return "idle"
+                continue
+            self.in_answer = True
+            try:
+                job()
+            finally:
+                self.in_answer = False
+        return "unload"
+
+    def drain(self) -> None:
+        """Answers still queued when the worker ends: each ends at once (quit is set), so its connection is told."""
+        while True:
+            try:
+                self.work.get_nowait()()
+            except queue.Empty:
+                return
 
 
 class _Server(socketserver.ThreadingTCPServer):

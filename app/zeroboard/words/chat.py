@@ -27,6 +27,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "chat.worker_end": ("[zeroboard] chat worker ends ({why})", "[zeroboard] 对话进程结束({why})"),
     "chat.load_failed": ("the model could not be loaded: {why}", "模型加载失败:{why}"),
     "chat.load_timeout": ("the model was not loaded after {seconds} s", "{seconds} 秒后模型仍未加载完"),
+    "chat.answer_failed": ("the answer failed: {why}", "生成回答失败:{why}"),
     # --- the Modelfile's template ------------------------------------------------------------------
     "export.tpl_none": ("the tokenizer has no chat template", "分词器没有对话模板"),
     "export.tpl_turn": (
