@@ -103,6 +103,7 @@ def main() -> None:
     results = json.loads(out.read_text()) if out.is_file() else {"rows": []}
     results.update(model={**shape, "seq": seq}, matmul_tflops=peak, deadline_s=a.deadline_s)
     names = [n for n in a.rows.split(",") if n] or ORDER
+    results["not_run"] = [n for n in results.get("not_run", []) if n not in names]  # this call says again
     for name in names:
         method, stage, offload, batch, steps, timeout, profile, bare = ROWS[name]
         if a.tiny:

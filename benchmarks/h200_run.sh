@@ -16,6 +16,9 @@
 #                                                   # (and the rows of a grid run before it in the same call)
 #   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
 #                                                   # by side) while the bench model is built, then gpu_speed.py
+#   bash benchmarks/h200_run.sh chat                  # issue 24: chat_speed.py (the worker against bare generate)
+#   bash benchmarks/h200_run.sh rows26 ROWS [DEADLINE_S]  # issue 26: gpu_speed.py for a comma list of its ROWS,
+#                                                   # merged into a copy of benchmarks/results/h200_speed.json
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
@@ -46,6 +49,20 @@ case "$1" in
       timeout "$(( $(left "$2") - 10 ))" python3 benchmarks/compile_repro.py --timeout-s 80 >"$OUT/compile.log" 2>&1
       cut -c1-400 "$OUT/compile.log"
     fi ;;
+  chat)
+    timeout 240 python3 benchmarks/chat_speed.py --device cuda --merge benchmarks/results/chat_speed.json \
+      --out "$OUT/chat_speed.json" --workdir /tmp/zb-chat >"$OUT/chat.log" 2>&1
+    echo "chat rc=$? at $(( $(date +%s) - T0 )) s"; grep -E '"(tokens_per_s|ttft_s|ratio_tokens_per_s|ratio_ttft)"' "$OUT/chat.log" ;;
+  rows26)
+    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &
+    cp benchmarks/results/h200_speed.json "$OUT/h200_speed.json"
+    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W >>"$OUT/setup.log" 2>&1
+    wait
+    timeout "$(left "$3")" python3 benchmarks/gpu_speed.py --out "$OUT/h200_speed.json" --workdir $W --rows "$2" \
+      --peak-tflops "$(python3 -c "import json; print(json.load(open('benchmarks/results/h200_speed.json'))['matmul_tflops'])")" \
+      --deadline-s "$(( $(left "$3") - 40 ))" >"$OUT/speed.log" 2>&1
+    echo "rows rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 20 "$OUT/speed.log" ;;
   plan22)
     python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >/tmp/build_ops.log 2>&1 &
     timeout 60 python3 benchmarks/step_components.py --out "$OUT/step_components.json" 2>&1 >/dev/null | tail -n 3
