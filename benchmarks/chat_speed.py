@@ -156,7 +156,8 @@ class Worker:
         info = self.w.refresh().info
         gone = self.client.unload(self.mgr, self.w)
         return {"load_s": info.get("load_s"), "start_to_ready_s": round(self.ready_s, 3),
-                "memory_bytes": info.get("memory_bytes"), "dtype": info.get("dtype"), "unload_verified": gone["verified"]}
+                "memory_bytes": info.get("memory_bytes"), "dtype": info.get("dtype"), "unload_verified": gone["verified"],
+                "unload": {k: gone.get(k) for k in ("gone", "gpu_bytes_left", "gpu_release_s", "freed_bytes")}}
 
 
 def measure(model_dir: str, device: str, dtype: str, prompt: str, new_tokens: int, reps: int,
@@ -180,11 +181,12 @@ def measure(model_dir: str, device: str, dtype: str, prompt: str, new_tokens: in
          "seconds": _median([r["seconds"] for r in b_runs]),
          "tokens_per_s": _median([r["tokens"] / r["seconds"] for r in b_runs]), "memory_bytes": b_mem}
     pairs = [(w["tokens"] / w["seconds"]) / (b["tokens"] / b["seconds"]) for w, b in zip(w_runs, b_runs)]
+    b["run_seconds"] = [round(r["seconds"], 3) for r in b_runs]
     w = {**w_info, "ttft_s": _median([r["ttft_s"] for r in w_runs]), "tokens": w_runs[0]["tokens"],
          "seconds": _median([r["seconds"] for r in w_runs]),
          "tokens_per_s": _median([r["tokens"] / r["seconds"] for r in w_runs]),
          "tokens_per_s_inside_worker": _median([r["inside_tokens_per_s"] for r in w_runs]),
-         "pair_ratios": [round(x, 3) for x in pairs]}
+         "pair_ratios": [round(x, 3) for x in pairs], "run_seconds": [round(r["seconds"], 3) for r in w_runs]}
     return w, b
 
 
@@ -239,6 +241,7 @@ def main() -> int:
            # each worker run against the bare run just before it, then the median: the machine's load drifts less
            # between two neighbouring runs than over the whole measurement
            "ratio_tokens_per_s": _median(w["pair_ratios"]),
+           "ratio_of_medians": round(w["tokens_per_s"] / b["tokens_per_s"], 3),
            "ratio_ttft": round(w["ttft_s"] / b["ttft_s"], 3) if w["ttft_s"] and b["ttft_s"] else None,
            "measured": time.strftime("%Y-%m-%d %H:%M"), "load_avg": os.getloadavg()[0],
            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}

@@ -16,7 +16,7 @@
 #                                                   # (and the rows of a grid run before it in the same call)
 #   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
 #                                                   # by side) while the bench model is built, then gpu_speed.py
-#   bash benchmarks/h200_run.sh chat                  # issue 24: chat_speed.py (the worker against bare generate)
+#   bash benchmarks/h200_run.sh chat [REPS]           # issue 24: chat_speed.py (the worker against bare generate)
 #   bash benchmarks/h200_run.sh rows26 ROWS [DEADLINE_S]  # issue 26: gpu_speed.py for a comma list of its ROWS,
 #                                                   # merged into a copy of benchmarks/results/h200_speed.json
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
@@ -50,9 +50,9 @@ case "$1" in
       cut -c1-400 "$OUT/compile.log"
     fi ;;
   chat)
-    timeout 240 python3 benchmarks/chat_speed.py --device cuda --merge benchmarks/results/chat_speed.json \
+    timeout 300 python3 benchmarks/chat_speed.py --device cuda --reps ${2:-5} --merge benchmarks/results/chat_speed.json \
       --out "$OUT/chat_speed.json" --workdir /tmp/zb-chat >"$OUT/chat.log" 2>&1
-    echo "chat rc=$? at $(( $(date +%s) - T0 )) s"; grep -E '"(tokens_per_s|ttft_s|ratio_tokens_per_s|ratio_ttft)"' "$OUT/chat.log" ;;
+    echo "chat rc=$? at $(( $(date +%s) - T0 )) s"; grep -E '"(tokens_per_s|ttft_s|ratio_tokens_per_s|ratio_of_medians|ratio_ttft|gone|gpu_bytes_left|gpu_release_s)"' "$OUT/chat.log" ;;
   rows26)
     python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
     python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &

@@ -131,6 +131,19 @@ def test_the_page_handlers_without_a_worker_and_the_export_button_of_a_finished_
     assert view.can_export and view.export_dir == str(tmp_path / "run-export")
 
 
+def test_unload_waits_for_the_driver_to_free_an_ended_workers_gpu_memory(monkeypatch):
+    """NVML lists a process a moment after it ended, until the driver frees its context: the check waits for that
+    (unload reports how long that took: ``gpu_release_s``)."""
+    from zeroboard.job import devices
+
+    readings = iter([3 << 30, 3 << 30, None])
+    monkeypatch.setattr(devices, "process_bytes_on", lambda pid, indices=None: next(readings))
+    assert chat_client.gpu_left(123, timeout=5, every=0.01) is None
+    monkeypatch.setattr(devices, "process_bytes_on", lambda pid, indices=None: 3 << 30)
+    t0 = time.time()
+    assert chat_client.gpu_left(123, timeout=0.2, every=0.01) == 3 << 30 and time.time() - t0 < 2
+
+
 def test_the_worker_answers_on_its_main_thread_and_survives_a_failed_answer_and_a_vanished_client(tmp_path):
     """Requests arrive on connection threads; the model answers on the main thread (generate in another thread ran
     3.7x slower per token on an H200). A failed answer says why and the next request is answered; a client that

@@ -33,6 +33,7 @@ from .inspect import OutputError
 IDLE_S = 900.0  # a worker nobody asked anything for this long unloads itself
 READY_S = 900.0  # loading a large model from a slow disk takes minutes
 UNLOAD_S = 60.0
+GPU_RELEASE_S = 10.0  # after the process ended, for the driver to free its GPU memory
 CONNECT_S = 10.0
 
 
@@ -173,12 +174,23 @@ def unload(manager: JobManager, worker: Worker, timeout: float = UNLOAD_S) -> di
         while processes.proc(pid, ctime) is not None and time.time() < deadline + 40:
             time.sleep(0.2)
     alive = processes.proc(pid, ctime) is not None
-    gpu_bytes = None if worker.state.device_kind == "cpu" else devmod.process_bytes_on(int(pid or 0))
+    t_gone = time.time()
+    gpu_bytes = None if worker.state.device_kind == "cpu" or alive else gpu_left(int(pid or 0), GPU_RELEASE_S)
+    released_s = round(time.time() - t_gone, 2)  # how long NVML still charged it after it ended
     while (st := read_state(worker.folder)) is not None and st.active and time.time() < deadline:
         time.sleep(0.1)  # its supervisor records the end (and takes the worker off the index)
-    return {"pid": pid, "freed_bytes": held, "gone": not alive, "gpu_bytes_left": gpu_bytes,
+    return {"pid": pid, "freed_bytes": held, "gone": not alive, "gpu_bytes_left": gpu_bytes, "gpu_release_s": released_s,
             "verified": not alive and not gpu_bytes, "device_kind": worker.state.device_kind,
             "devices": list(worker.state.devices)}
+
+
+def gpu_left(pid: int, timeout: float, every: float = 0.1) -> int | None:
+    """What NVML still charges an ended process, once it charges nothing or after ``timeout`` s: the driver frees a
+    context after its process is gone, and NVML lists the process until then."""
+    deadline = time.time() + timeout
+    while (left := devmod.process_bytes_on(pid)) and time.time() < deadline:
+        time.sleep(every)
+    return left
 
 
 def rss_tree(pid: int | None = None) -> int:
