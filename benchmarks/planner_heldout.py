@@ -634,7 +634,9 @@ def print_table(rows: list[dict], sealed: str = "") -> None:
 
 
 def recompute(path: Path, work: Path) -> list[dict]:
-    """Fill the estimate columns again from the planner as it is now (no GPU: it reads only config dicts)."""
+    """Fill the estimate columns again from the planner as it is now (no GPU: it reads only config dicts), for what
+    each run did: its Liger kernels and how it held its weights (from its start event), and DeepSpeed's presets as
+    written when ``ZEROBOARD_DS_TUNING=off`` (rows measured before ZeroBoard tuned them per run, issue 26)."""
     from dataclasses import replace
 
     from zeroboard import planner
@@ -648,6 +650,8 @@ def recompute(path: Path, work: Path) -> list[dict]:
         liger = (r.get("speedups") or {}).get("liger")
         if liger is not None:  # plan what the run really did (liger installed there, maybe not here)
             job = replace(job, liger_kernel="on" if liger else "off")
+        if any(n.startswith("weights: fp32 master") for n in (r.get("speedups") or {}).get("notes", [])):
+            job = replace(job, master_weights="fp32")  # run before LoRA's bf16 base and the split master weights
         try:
             p = planner.estimate(job, gpus, model=shape, host_available=1 << 40)
         except planner.PlanError as e:

@@ -98,7 +98,7 @@ def saved_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, in
 
 
 def planned_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, int], liger: bool,
-                      padded: bool = False) -> float:
+                      padded: bool = False, device: str = "cuda") -> float:
     """The planner's bytes per token and layer; under autocast with the layer's 16-bit weight copies, which the
     plan counts apart (activations.autocast_copies), spread over the tokens."""
     from dataclasses import replace
@@ -109,7 +109,8 @@ def planned_per_layer(name: str, finetuning: str, mode: str, tokens: tuple[int, 
 
     shape = planner.shape_from_config(h.MODELS[name][1])
     m = activations.ActMode(mode, finetuning == "lora", liger=liger and shape.rms_norm and shape.gated,
-                            masked=padded, seq=tokens[1], eager=shape.eager_default)
+                            masked=padded, seq=tokens[1], eager=shape.eager_default, cuda=device == "cuda",
+                            autocast_fp32=mode == "autocast" and device == "cuda")
     per = activations.layer_act_bytes(shape, m, ["all"], 16)
     if mode == "autocast":
         copies = [activations.autocast_copies(replace(shape, layers=n), finetuning == "lora", False)["forward"]
@@ -136,7 +137,7 @@ def main() -> int:
     cases = [c for c in cases if not a.only or c[0] in a.only.split(",")]
     for name, ft, mode in cases if not a.cpu else cases[:1]:  # on CPU one case of the real widths, few tokens
         measured = saved_per_layer(name, ft, mode, (b, t), device, liger, a.padded)
-        planned = planned_per_layer(name, ft, mode, (b, t), liger, a.padded)
+        planned = planned_per_layer(name, ft, mode, (b, t), liger, a.padded, device)
         rows.append({"model": name, "finetuning": ft, "mode": mode, "liger": liger, "tokens": [b, t], "padded": a.padded,
                      "measured_bytes_per_token": measured, "planned_bytes_per_token": planned,
                      "error": planned / measured - 1})

@@ -150,15 +150,14 @@ def test_the_fit_pick_is_within_3_percent_of_the_fastest_measured(grid):
     assert by[key(pick)]["tokens_per_s"] >= (1 - PICK_WITHIN) * max(r["tokens_per_s"] for r in by.values())
 
 
-@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.xfail(
-    strict=True, reason="the memory plan of Phi-2 full without DeepSpeed is 12.5% under NVML's peak at 4 x 2048 "
-                        "(docs/en/gpu-results.md): the planner's to fix, not the ranking's")) if g.startswith("phi-2")
-    else g for g in GRIDS])
+@pytest.mark.parametrize("grid", GRIDS)
 def test_the_fit_pick_meets_the_memory_rule(grid):
-    """Issue 22: the pick's "needed" is never below the peak NVML measured for it."""
+    """Issue 22: the pick's "needed" is never below the peak NVML measured for it, and at most 15% over it (Phi-2 full
+    at 4 x 2048 was 12.5% under until gelu_new's fp32 tensors under CUDA autocast were planned)."""
     choices, by = grid_choices(grid)
     ranked = [c for c in choices if key(c) in by]
-    assert ranked[0].plan.needed_bytes >= by[key(ranked[0])]["nvml_peak_gib"] * GIB
+    nvml = by[key(ranked[0])]["nvml_peak_gib"] * GIB
+    assert nvml <= ranked[0].plan.needed_bytes <= 1.15 * nvml
 
 
 def test_the_step_time_of_every_measured_grid_row_is_within_the_stated_bounds():

@@ -11,6 +11,11 @@ Modes (the dtype of what is saved):
 - ``pure16``: the model itself is 16 bit (DeepSpeed casts it, or ``pure_bf16``): one 16-bit output per op.
 - ``fp32``: no mixed precision.
 
+``autocast_fp32``: the Trainer's autocast is on, on a GPU (every 16-bit run without DeepSpeed, whatever holds the
+weights). CUDA autocast runs some ops in fp32 whatever their inputs (PyTorch's CUDA list; the CPU's differs):
+``layer_norm`` (its input is cast to fp32 and saved so, its output is fp32 and each projection reading it casts its
+own 16-bit copy) and ``pow`` (gelu_new's ``x ** 3``: from it on the activation's tensors are fp32).
+
 Notation: t tokens of a micro-batch, H hidden, I intermediate, V vocabulary, Hq/Hkv query/key-value heads of
 width d (``head_dim``, not always H/heads), T the sequence length.
 """
@@ -36,6 +41,7 @@ class ActMode:
     seq: int = 0  # T, for the mask's bias
     eager: bool = False  # eager attention: scores and probabilities as seq x seq matrices
     cuda: bool = True  # the kernels a GPU runs (a dropout keeps a boolean mask there)
+    autocast_fp32: bool = False  # CUDA autocast on: layer_norm and pow run in fp32 (see the module's notes)
 
     @property
     def e(self) -> int:
@@ -59,7 +65,7 @@ def norm_own(width: int, m: ActMode, rms: bool) -> int:
         return m.e_res * width + 4
     if rms:
         return 4 * width + 4 + (0 if m.lora else m.e_res * width)  # x / rms, kept for the weight's gradient
-    return m.e_res * width + 8
+    return (4 if m.autocast_fp32 else m.e_res) * width + 8
 
 
 def norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActMode, rms: bool) -> int:
@@ -67,10 +73,10 @@ def norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActMo
     own = norm_own(width, m, rms)
     hit = [c for c in consumers if c.name in targeted]
     if not m.lora:
-        if m.kind == "autocast":
+        if m.kind == "autocast" or (m.autocast_fp32 and not rms):  # an fp32 output (HF's RMSNorm casts it back)
             return own + 2 * width * len(consumers)  # each consumer casts the fp32 output to 16 bit itself
         return own + m.e * width  # one output tensor, shared by its consumers
-    if m.kind == "autocast":
+    if m.kind == "autocast" or (m.autocast_fp32 and not rms):
         return own + 2 * width * len(hit)  # frozen base layers need no input for their (absent) weight grad
     if m.kind == "fp32":
         return own + (4 * width if hit else 0)
@@ -133,8 +139,15 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
     if m.lora and any(lin.name in targeted for lin in by_role["out_attn"]):
         total += 4 * q if m.adapters32 else (2 * q if m.kind == "autocast" else 0)
     # gated: gate, act(gate), up (Liger's kernels recompute act(gate)); plain: fc1's output (kept by the activation)
-    total += e * inter * ((2 if m.liger_mlp else 3) if shape.gated else 1)
-    total += e * inter * shape.act_extra  # gelu_new's tanh output, 0.5·x and 1 + tanh
+    if shape.gated:
+        total += e * inter * (2 if m.liger_mlp else 3)
+    elif shape.act_extra and m.autocast_fp32:
+        # gelu_new under CUDA autocast: pow gets an fp32 copy of fc1's output and keeps it; tanh's output and
+        # 1 + tanh are fp32 from there on; 0.5·x stays 16 bit (on the H200, Phi-2 at 4 x 2048: 59 KB a token and
+        # layer over the 16-bit count, 61 KB derived)
+        total += 4 * inter + (4 + e + 4) * inter
+    else:
+        total += e * inter * (1 + shape.act_extra)  # fc1's output; gelu_new: tanh's output, 0.5·x and 1 + tanh
     # each dropout's mask: CUDA's fused kernel keeps a 1-byte boolean, the CPU path the scaled noise in x's dtype
     total += shape.resid_dropouts * shape.hidden * (1 if m.cuda else m.e_res)
     if shape.parallel and shape.fused_qkv is False and shape.rotary:

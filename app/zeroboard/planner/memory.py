@@ -161,10 +161,13 @@ def act_mode(s: Setup) -> ActMode:
     if not s.half:
         return ActMode("fp32", lora, **common)
     if not s.deepspeed:
+        # the Trainer's autocast is on for every 16-bit run without DeepSpeed; on a GPU it runs layer_norm and pow
+        # in fp32 whatever holds the weights (activations.py's notes)
+        common["autocast_fp32"] = s.device == "cuda"
         if s.weights == "pure_bf16":
             return ActMode("pure16", lora, **common)
         # fp32 weights + autocast; a 16-bit model (the split master, LoRA's bf16 base) + autocast behaves like
-        # pure16 for full fine-tuning (every cast is a no-op) and like autocast for its fp32 adapters.
+        # pure16 for full fine-tuning (the matmuls' casts are no-ops) and like autocast for its fp32 adapters.
         return ActMode("pure16" if s.weights16 and not lora else "autocast", lora, **common)
     z3 = s.stage == "3"
     # The engine casts the module to 16 bit at ZeRO-0/1/2; at ZeRO-3 the adapters, created after
