@@ -26,10 +26,10 @@ It ends by itself after ``idle_s`` seconds without a request, and on SIGTERM
 mid-answer stops that answer.
 
 The model answers on the process's main thread; the connections' threads only
-hand it their requests and send what it says.  On a GPU, ``generate`` in any other
-thread ran 3.7x slower per token on the H200 (58 against 16 ms with a 1.1 B
-Llama, the same model and call; benchmarks/chat_speed.py), and a slow client
-never holds up the model: the pieces wait in the request's queue.
+hand it their requests and send what it says.  On the H200, ``generate`` in any
+thread but the main one ran 3.7x slower per token (58 against 16 ms with a 1.1 B
+Llama, the same model and call in one process); and a slow client never holds
+up the model: the pieces wait in the request's queue.
 """
 
 from __future__ import annotations
@@ -185,7 +185,6 @@ class Worker:
         print(say("chat.worker_end", why=why), flush=True)
         server.shutdown()
         return 0
-
 
     def serve(self) -> str:
         """The main thread's loop: answer what the connections queue, until unloaded or idle. Returns why it ended."""
