@@ -225,7 +225,7 @@ def test_cuda_autocast_runs_layer_norm_and_gelu_news_pow_in_fp32(model_type, wei
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
         seen: dict[int, int] = {}
 
-        def pack(t, seen=seen, params=params):
+        def pack(t, seen=seen):
             seen.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
             return t
 
