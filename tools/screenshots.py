@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the t
 
 from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from zeroboard import words  # noqa: E402
+from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
@@ -146,6 +147,42 @@ def make_workspace(work: Path) -> Path:
     if (demo / "model" / "config.json").is_file() and (demo / "data" / "dataset_info.json").is_file():
         shutil.copytree(demo, ws / "cache" / "demo")
     return ws
+
+
+def build_ops(ws: Path, log: Path) -> None:
+    """DeepSpeed's ops the demo run loads, built (or found built) before the browser opens, as ``make run`` does:
+    a first build takes minutes on 2 cores, longer beside two tabs drawing, and the running shot needs steps."""
+    from zeroboard.training import ops
+
+    argv = [sys.executable, "-m", "zeroboard.cli", "build-ops", "--device", "cpu"]
+    for op in ops.needed("cpu", presets.preset("2", True)):
+        argv += ["--op", op]
+    with log.open("ab") as fh:
+        code = subprocess.run(argv, cwd=ws, stdout=fh, stderr=fh).returncode
+    if code:
+        print(f"warning: zeroboard build-ops failed (see below); the demo run builds its ops itself\n{tail(log)}",
+              file=sys.stderr)
+
+
+def tail(path: Path, chars: int = 1500) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")[-chars:] if path.is_file() else f"({path} missing)"
+
+
+def report(ws: Path, log: Path, tabs: list) -> str:
+    """What the tool saw when it failed: each tab's status and step, the demo run's state and logs, the server's."""
+    lines = []
+    for t in tabs:
+        try:
+            lines.append(f"{t.lang} tab: status {t.status()!r}, step {t.step()}")
+        except Exception as exc:  # the page itself may be what broke
+            lines.append(f"{t.lang} tab: unreadable ({exc})")
+    run = ws / DEMO_RUN
+    state = json.loads((run / "state.json").read_text()) if (run / "state.json").is_file() else {}
+    lines.append(f"{DEMO_RUN}: status {state.get('status')!r}, error {state.get('error')!r}")
+    for name in ("train.log", "launcher.log", "supervisor.log"):
+        lines.append(f"--- {DEMO_RUN}/{name} (end)\n{tail(run / name)}")
+    lines.append(f"--- server log (end)\n{tail(log)}")
+    return "\n".join(lines)
 
 
 def server_env(index: Path) -> dict:
@@ -508,6 +545,7 @@ def generate(opts: Options) -> Written:
         ws = make_workspace(work)
         index, log = work / "runs.json", work / "server.log"
         port = free_port()
+        build_ops(ws, log)
         server = start_server(port, index, log, ws, env=server_env(index))
         try:
             with sync_playwright() as p:
@@ -515,25 +553,33 @@ def generate(opts: Options) -> Written:
                 context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1, locale="en-US",
                                               timezone_id="UTC", reduced_motion="reduce")
                 tabs = [Tab(context, f"http://127.0.0.1:{port}/", lang, done) for lang in opts.langs]
-                master_port = preview_port()
-                for t in tabs:
-                    shoot_form(t, opts.out, master_port)
-                for t in tabs[1:]:
-                    t.open()  # ready before the run starts: a short run leaves no time for a page load
-                start_demo_run(tabs[0], opts, index, ws)
-                for t in tabs[1:]:
-                    t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
-                shoot_running(tabs, opts.out, opts)
-                shoot_finished(tabs, opts.out)
-                names = [*run_compared(ws, index, log), DEMO_RUN]
-                for t in tabs:
-                    shoot_runs(t, opts.out, names)
+                try:
+                    shoot_all(tabs, opts, index, ws, log)
+                except BaseException:
+                    print(report(ws, log, tabs), file=sys.stderr)  # while the tabs can still be read
+                    raise
                 browser.close()
             done.written.append(write_chapter_text(opts.out, tabs))
         finally:
             stop_jobs(index)
             stop_server(server)
     return done
+
+
+def shoot_all(tabs: list[Tab], opts: Options, index: Path, ws: Path, log: Path) -> None:
+    master_port = preview_port()
+    for t in tabs:
+        shoot_form(t, opts.out, master_port)
+    for t in tabs[1:]:
+        t.open()  # ready before the run starts: a short run leaves no time for a page load
+    start_demo_run(tabs[0], opts, index, ws)
+    for t in tabs[1:]:
+        t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
+    shoot_running(tabs, opts.out, opts)
+    shoot_finished(tabs, opts.out)
+    names = [*run_compared(ws, index, log), DEMO_RUN]
+    for t in tabs:
+        shoot_runs(t, opts.out, names)
 
 
 def write_chapter_text(out: Path, tabs: list[Tab]) -> Path:
