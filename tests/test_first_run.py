@@ -170,3 +170,24 @@ def test_one_rank_per_machine_clears_a_stale_build_lock_the_others_wait_for_it(t
     assert ops.wait_out_lock(op, clear=True) is True and not lock.exists()
     t.join(10)
     assert not t.is_alive() and waiter["removed"] is False
+
+
+def test_a_build_from_another_environment_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """The extension folder is shared by the user's environments: an op built by another venv's torch and DeepSpeed
+    is compiled again when a job here loads it, so it is not "built" (the job announces its compile phase)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    op = SimpleNamespace(name="zb_test_op")
+    folder = ops.build_folder(op)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch_dir = ops.torch_folder()
+    assert not ops.is_built(op)  # nothing there
+    (folder / "zb_test_op.so").write_bytes(b"")
+    other = "/elsewhere/.venv/lib/python3.11/site-packages"
+    (folder / "build.ninja").write_text(f"cflags = -I{other}/deepspeed/ops/csrc/includes -isystem {other}/torch/include\n")
+    assert not ops.is_built(op)
+    (folder / "build.ninja").write_text(f"cflags = -I{other}/deepspeed/ops/csrc/includes -isystem {torch_dir}/include\n")
+    assert ops.is_built(op)
+    (folder / "build.ninja").unlink()  # a library without its recipe: nothing says it is this environment's
+    assert not ops.is_built(op)

@@ -59,12 +59,28 @@ def builder(class_name: str):
 
 
 def is_built(op) -> bool:
-    """Installed with DeepSpeed, or compiled before into torch's extension folder."""
+    """Installed with DeepSpeed, or compiled before into torch's extension folder by this installation.
+
+    The folder is shared by every Python environment of the user: a build from another one (another venv) names that
+    one's torch in its ``build.ninja`` (headers and libraries), and loading it here compiles again.  (DeepSpeed's
+    sources are not checked: a source checkout names them by another path than an installed package.)"""
     from deepspeed.git_version_info import installed_ops
 
     if installed_ops.get(op.name):
         return True
-    return any(build_folder(op).glob(f"{op.name}*.so"))
+    folder = build_folder(op)
+    if not any(folder.glob(f"{op.name}*.so")):
+        return False
+    ninja = folder / "build.ninja"
+    recipe = ninja.read_text(errors="replace") if ninja.is_file() else ""
+    return f"{torch_folder()}{os.sep}include" in recipe
+
+
+def torch_folder() -> str:
+    """This environment's torch package, as a build recipe names it (its headers and libraries)."""
+    import torch
+
+    return str(Path(torch.__file__).parent)
 
 
 def build_folder(op) -> Path:
