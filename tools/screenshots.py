@@ -53,8 +53,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
-from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from shots_page import FRAMES, TOLERANCE, Tab, Written  # noqa: E402
+
+from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from zeroboard import words  # noqa: E402
 from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
