@@ -5,6 +5,9 @@ Prints:
   bare three-widget Gradio app started alternately with it: the ratio, target <= 1.2x
 - RSS of the web server process after a browser has the Train page open on a running job, target <= 300 MB
 - log delay: a line appended to the job's launcher.log -> visible in the browser's log panel, target <= 1 s
+- CPU while one tab follows the running job and nobody touches it: the browser's processes (the page's redraws)
+  and the web server (its ticks), in % of one core over ``--watch`` seconds; then the same once the job has ended
+  (a tab left open on a finished run)
 
 The "running job" is a stand-in (``sleep``) started through the real runner,
 so the figures measure the web UI, not a training run.  Needs Chromium.
@@ -102,7 +105,30 @@ def fake_job(tmp: Path, index: Path) -> JobState:
     return runner.JobManager(index=index).start(prepared)
 
 
-def log_delays(url: str, run: Path, lines: int) -> list[float]:
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def follow_cost(server: int, seconds: float) -> dict:
+    """% of one core the browser (every Chromium process under this one) and the web server spend while a tab
+    follows the running job, untouched, for ``seconds``."""
+    browser = [c for c in psutil.Process().children(recursive=True) if "chromium" in c.name().lower()]
+    web = [psutil.Process(server)]
+    b0, w0, t0 = cpu_seconds(browser), cpu_seconds(web), time.perf_counter()
+    time.sleep(seconds)
+    wall = time.perf_counter() - t0
+    return {"browser_cpu_pct": round(100 * (cpu_seconds(browser) - b0) / wall, 1),
+            "server_cpu_pct": round(100 * (cpu_seconds(web) - w0) / wall, 1), "watch_s": round(wall, 1)}
+
+
+def log_delays(url: str, run: Path, lines: int, server: int, watch: float, stop) -> tuple[list[float], dict, dict]:
     from playwright.sync_api import sync_playwright
 
     delays = []
@@ -122,14 +148,20 @@ def log_delays(url: str, run: Path, lines: int) -> list[float]:
                                    polling=10, timeout=30_000)
             delays.append(time.perf_counter() - t0)
             time.sleep(0.37)  # land at different phases of the refresh timer
+        cost = follow_cost(server, watch)
+        stop()
+        page.wait_for_selector("#zb-status .zb-status[data-status=aborted]", timeout=60_000)
+        page.wait_for_timeout(3000)  # the tick that saw the end sets the page's pace
+        ended = follow_cost(server, watch)
         browser.close()
-    return delays
+    return delays, cost, ended
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--starts", type=int, default=3, help="cold starts to time")
     ap.add_argument("--lines", type=int, default=10, help="log lines to time")
+    ap.add_argument("--watch", type=float, default=30.0, help="seconds of CPU use to measure while the tab follows")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
 
@@ -149,7 +181,9 @@ def main() -> int:
         port = command.free_port()
         proc, _ = launch(port, index)
         try:
-            delays = log_delays(f"http://127.0.0.1:{port}/", Path(job.run_dir), args.lines)
+            manager = runner.JobManager(index=index)
+            delays, cost, ended = log_delays(f"http://127.0.0.1:{port}/", Path(job.run_dir), args.lines, proc.pid,
+                                             args.watch, lambda: manager.abort(job.run_dir))
             rss = psutil.Process(proc.pid).memory_info().rss / 2**20
             torch_loaded = "libtorch" in Path(f"/proc/{proc.pid}/maps").read_text()
         finally:
@@ -170,6 +204,8 @@ def main() -> int:
         "rss_mb": round(rss, 1),
         "log_delay_median_s": round(statistics.median(delays), 3), "log_delay_max_s": round(max(delays), 3),
         "torch_loaded_in_server": torch_loaded,
+        **cost,
+        "ended": ended,
     }
     print(f"cold start to first served page: {figures['cold_start_s']:.2f} s "
           f"(runs: {', '.join(f'{s:.2f}' for s in starts)})   target <= 3 s")
@@ -181,6 +217,10 @@ def main() -> int:
     print(f"log line appended -> shown in the browser: median {figures['log_delay_median_s']:.2f} s, "
           f"max {figures['log_delay_max_s']:.2f} s over {len(delays)} lines   target <= 1 s")
     print(f"libtorch mapped into the web server: {'yes' if torch_loaded else 'no'}")
+    print(f"one tab following the running job, untouched, {cost['watch_s']:.0f} s: the browser "
+          f"{cost['browser_cpu_pct']:.0f}% of a core, the web server {cost['server_cpu_pct']:.0f}%")
+    print(f"the same tab once the job has ended: the browser {ended['browser_cpu_pct']:.0f}%, "
+          f"the web server {ended['server_cpu_pct']:.0f}%")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -130,6 +130,27 @@ def start_job(pg, out: Path, max_steps: int) -> str:
     return str(out)
 
 
+# the live panels' tick: the event whose trigger is a timer and whose outputs hold the progress bar
+LIVE_TICK = """() => {
+  const cfg = window.gradio_config, bar = cfg.components.find(c => c.props?.elem_id === 'zb-progress').id;
+  return cfg.dependencies.find(d => d.targets.some(t => t[1] === 'tick') && d.outputs.includes(bar)).id;
+}"""
+
+
+def live_ticks(pg, seconds: float) -> int:
+    """How many times the live panels asked the server in ``seconds``."""
+    fn, asked = pg.evaluate(LIVE_TICK), []
+
+    def seen(request):
+        if request.method == "POST" and request.url.endswith("/run/predict"):
+            asked.extend([1] if json.loads(request.post_data or "{}").get("fn_index") == fn else [])
+
+    pg.on("request", seen)
+    pg.wait_for_timeout(seconds * 1000)  # not time.sleep: the page's events arrive while playwright waits
+    pg.remove_listener("request", seen)
+    return len(asked)
+
+
 def recorded_state(run_dir: str) -> JobState:
     return read_state(run_dir)
 
@@ -221,15 +242,22 @@ def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, pag
 
 
 def test_abort_stops_the_job_and_no_process_remains(server, page, workdir):
+    """... and the page asks for news twice a second only while a run is live: every 2 s before and after."""
     open_page(page, server)
+    page.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+    idle = live_ticks(page, 6)
     run_dir = start_job(page, workdir / "abort", max_steps=5000)
     wait_until(lambda: step(page) > 0, RUN_S, "the first step on the page")
+    live = live_ticks(page, 6)
     page.locator("#zb-abort").click()
     page.wait_for_selector("#zb-message :text('Stopping')")
     wait_until(lambda: status(page) == "aborted", 120, "the aborted status")
     final = page.locator("#zb-final").inner_text()
     assert "verified: no process of the job is left" in final
     assert_no_process_left(run_dir)
+    page.wait_for_timeout(2500)  # the tick that saw the end sets the slow pace
+    after = live_ticks(page, 6)
+    assert 1 <= idle <= 5 and 1 <= after <= 5 and live >= 7, (idle, live, after)  # 3, 12, 3 at the set paces
 
 
 def test_a_restarted_ui_server_reattaches_to_the_running_job(chromium, page, workdir):

@@ -71,7 +71,7 @@ def english_left(pg) -> list[str]:
 
 
 def assert_chinese(pg, where: str) -> None:
-    # the labels switch once the page knows its language; the live panels at their next tick (twice a second)
+    # the labels switch once the page knows its language; the live panels at their next tick (within 2 s)
     pg.wait_for_selector("body[data-zb-lang='zh']", state="attached")
     # the labels are said again by one event after the language is known: one of them in Chinese means all are
     pg.wait_for_selector("#zb-start:text-is('开始')", timeout=60_000)

@@ -1,8 +1,10 @@
 """Live panels under the form: status, progress, plots, logs, memory (and the plan next to it), final status,
 and the output check of a finished run.
 
-A gr.Timer ticks every ``TICK_S``; each tick renders the shared Snapshot of
-the session's run and skips every panel whose data did not change, so idle
+A gr.Timer ticks every ``TICK_S`` while the run shown is active and every
+``IDLE_TICK_S`` otherwise (each tick sets the pace of the next; a change of the
+session's run sets the fast pace at once); each tick renders the shared Snapshot
+of the session's run and skips every panel whose data did not change, so idle
 ticks send almost nothing.  What a tick has sent is kept in its own gr.State
 (``LivePanels.view``), never in the session: a tick that overlaps Start or a
 pick in the run list must not write an older run choice back.
@@ -20,10 +22,15 @@ import pandas as pd
 from .. import words, workspace
 from ..job import devices
 from ..runs import monitor
+from ..runs.state import ACTIVE
 from . import output_check, output_panel
 from .live import Live, Snapshot
 
-TICK_S = 0.5
+TICK_S = 0.5  # while the run shown starts, runs or stops
+# otherwise: a tab left open on a finished run asked twice a second and kept 40% of a core busy in the browser and
+# 17% in the server, 23% and 12% at this pace (benchmarks/webui_bench.py, 2 cores); the machine's memory tables
+# of such a page refresh at this pace too
+IDLE_TICK_S = 2.0
 # Follow the log's end unless the reader scrolled up to read (also on the first paint of a long log).
 STICK_TO_BOTTOM = """() => {
   const t = document.querySelector('#zb-log textarea');
@@ -240,6 +247,11 @@ def downloadable(path: str | None) -> str | None:
     return str(p)
 
 
+def pace(status: str) -> float:
+    """Seconds to the next tick for a run of this status on the page (``idle``: none)."""
+    return TICK_S if status in ACTIVE else IDLE_TICK_S
+
+
 def run_choices(live: Live) -> list[tuple[str, str]]:
     """The runs of the index, named as the workspace sees them (``runs/demo``), each standing for its folder."""
     return [(workspace.shown(r), r) for r in live.manager.run_dirs()]
@@ -253,7 +265,10 @@ def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, ctx)
         run_update = gr.skip()
         if snap.run_dir and view.get("listed") != snap.run_dir:
             run_update = gr.update(choices=run_choices(live), value=snap.run_dir)
-        return [*updates, run_update, {"seen": seen, "listed": snap.run_dir}]
+        # the slow pace is said on every slow tick: a change of the session sets the fast one without this view
+        want = pace(snap.status)
+        timer = gr.Timer(value=want) if want == IDLE_TICK_S or view.get("pace") != want else gr.skip()
+        return [*updates, run_update, timer, {"seen": seen, "listed": snap.run_dir, "pace": want}]
 
     def follow_current(state, _lang):
         job = live.manager.current()
@@ -267,7 +282,9 @@ def wire_live(p: LivePanels, live: Live, session: gr.State, lang: gr.Radio, ctx)
         return {**state, "run_dir": run_dir}
 
     output_panel.wire_output_check(p.check, live.manager, session, lang)
-    p.timer.tick(tick, [session, p.view, lang], [*outputs(p), p.run, p.view], show_progress="hidden",
+    p.timer.tick(tick, [session, p.view, lang], [*outputs(p), p.run, p.timer, p.view], show_progress="hidden",
                  concurrency_limit=None, queue=False)
+    # Start, Resume, a pick, a load: the run shown may be starting; the next tick comes at the fast pace
+    session.change(lambda: gr.Timer(value=TICK_S), None, [p.timer], show_progress="hidden", queue=False)
     p.run.input(on_pick, [p.run, session], [session], show_progress="hidden")
     ctx.on_load(follow_current, [session], [p.run, session])
