@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,24 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     assert "deepspeed_shm_comm: already built" in proc.stdout
     assert sorted(p.name for p in Path(extensions, "deepspeed_shm_comm").glob("*.so")) == ["deepspeed_shm_comm.so"]
 
+    # a rebuild stopped beside that library (a Ctrl-C after torch was upgraded) leaves its lock: a job's ranks and
+    # build-ops clear it and load the library; torch alone would wait on the lock for ever
+    lock = extensions / "deepspeed_shm_comm" / "lock"
+    env = {**os.environ, **ops.job_env("cpu"), "TORCH_EXTENSIONS_DIR": str(extensions), "ZEROBOARD_LANG": "en"}
+    job = ("from zeroboard.training import ops\n"
+           "ops.load_for_job('cpu', {'zero_optimization': {'stage': 2}}, lambda kind, **f: print('event', kind))")
+    said = []
+    for argv in ([sys.executable, "-c", job],
+                 [sys.executable, "-m", "zeroboard.cli", "build-ops", "--device", "cpu", "--op", "ShareMemCommBuilder"]):
+        lock.write_text("")
+        old = time.time() - 2 * ops.STALE_AFTER_S
+        os.utime(lock, (old, old))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0 and not lock.exists(), proc.stdout + proc.stderr
+        said.append(proc.stdout)
+    assert "event stale_lock" in said[0] and "event compile" not in said[0], said[0]  # the library was there
+    assert "deepspeed_shm_comm: already built" in said[1]
+
 
 def test_progress_lines_name_the_ops_a_job_names():
     from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, ShareMemCommBuilder
@@ -151,7 +170,6 @@ def test_one_rank_per_machine_clears_a_stale_build_lock_the_others_wait_for_it(t
     """Two ranks meet a lock a stopped compile left: the clearing one removes it and says so; the other waits
     while any lock is there (stale or live) and never reports the removal itself."""
     import threading
-    import time
     from types import SimpleNamespace
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))

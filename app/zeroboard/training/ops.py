@@ -124,8 +124,10 @@ def load_for_job(device_type: str, ds_config: dict | None, announce, clear_stale
         started = time.time()
         if fresh:
             announce("compile", op=op.name)
-            if wait_out_lock(op, clear=clear_stale):
-                announce("stale_lock", op=op.name)
+        # also where a library is there: torch takes the build lock before it looks at it, and waits for ever on
+        # one that a stopped rebuild left beside the old library
+        if wait_out_lock(op, clear=clear_stale):
+            announce("stale_lock", op=op.name)
         op.load(verbose=False)
         if fresh:
             announce("compiled", op=op.name, seconds=round(time.time() - started, 1))
@@ -145,12 +147,10 @@ def build_one(class_name: str) -> dict:
         if op is None or not op.is_compatible(False):
             why = "; ".join(getattr(op, "error_log", None) or []) if op is not None else ""
             return {"op": class_name, "status": "skipped", "why": str(why or class_name)[-300:]}
-        if is_built(op):
-            op.load(verbose=False)
-            return {"op": op.name, "status": "there", "seconds": round(time.time() - started, 1)}
-        wait_out_lock(op)
+        there = is_built(op)
+        wait_out_lock(op)  # a lock a stopped build left: torch would wait on it for ever, library there or not
         op.load(verbose=False)
-        return {"op": op.name, "status": "built", "seconds": round(time.time() - started, 1)}
+        return {"op": op.name, "status": "there" if there else "built", "seconds": round(time.time() - started, 1)}
     except Exception as e:  # a compiler error: the job would meet it too; say it here, first
         return {"op": class_name, "status": "failed", "why": f"{type(e).__name__}: {e}"[-600:]}
 
