@@ -137,12 +137,14 @@ def report(ws: Path, log: Path, tabs: list) -> str:
     lines = []
     for t in tabs:
         try:
-            lines.append(f"{t.lang} tab: status {t.status()!r}, step {t.step()}")
+            lines.append(f"{t.lang} tab: status {t.status()!r}, step {t.step()}, "
+                         f"progress {t.pg.locator('#zb-progress').inner_text(timeout=5000)!r}")
         except Exception as exc:  # the page itself may be what broke
             lines.append(f"{t.lang} tab: unreadable ({exc})")
     run = ws / DEMO_RUN
     state = json.loads((run / "state.json").read_text()) if (run / "state.json").is_file() else {}
-    lines.append(f"{DEMO_RUN}: status {state.get('status')!r}, error {state.get('error')!r}")
+    lines.append(f"{DEMO_RUN}: status {state.get('status')!r}, message {state.get('message')!r}, "
+                 f"error {state.get('error')!r}")
     for name in ("train.log", "launcher.log", "supervisor.log"):
         lines.append(f"--- {DEMO_RUN}/{name} (end)\n{tail(run / name)}")
     lines.append(f"--- server log (end)\n{tail(log)}")
