@@ -192,7 +192,8 @@ def test_one_rank_per_machine_clears_a_stale_build_lock_the_others_wait_for_it(t
 
 def test_a_build_from_another_environment_is_not_taken_for_this_ones(tmp_path, monkeypatch):
     """The extension folder is shared by the user's environments: an op built by another venv's torch and DeepSpeed
-    is compiled again when a job here loads it, so it is not "built" (the job announces its compile phase)."""
+    is compiled again when a job here loads it, so it is not "built" (the job announces its compile phase); nor is
+    a library older than its recipe."""
     from types import SimpleNamespace
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
@@ -206,6 +207,9 @@ def test_a_build_from_another_environment_is_not_taken_for_this_ones(tmp_path, m
     (folder / "build.ninja").write_text(f"cflags = -I{other}/deepspeed/ops/csrc/includes -isystem {other}/torch/include\n")
     assert not ops.is_built(op)
     (folder / "build.ninja").write_text(f"cflags = -I{other}/deepspeed/ops/csrc/includes -isystem {torch_dir}/include\n")
+    os.utime(folder / "build.ninja", (1e9, 1e9))  # the recipe, then the library built from it
     assert ops.is_built(op)
+    os.utime(folder / "zb_test_op.so", (9e8, 9e8))  # a rebuild wrote its recipe and was stopped before linking
+    assert not ops.is_built(op)
     (folder / "build.ninja").unlink()  # a library without its recipe: nothing says it is this environment's
     assert not ops.is_built(op)

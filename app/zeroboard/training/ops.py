@@ -62,18 +62,22 @@ def is_built(op) -> bool:
     """Installed with DeepSpeed, or compiled before into torch's extension folder by this installation.
 
     The folder is shared by every Python environment of the user: a build from another one (another venv) names that
-    one's torch in its ``build.ninja`` (headers and libraries), and loading it here compiles again.  (DeepSpeed's
-    sources are not checked: a source checkout names them by another path than an installed package.)"""
+    one's torch in its ``build.ninja`` (headers and libraries), and loading it here compiles again; so does a
+    library older than its recipe.  (DeepSpeed's sources are not checked: a source checkout names them by another
+    path than an installed package.)"""
     from deepspeed.git_version_info import installed_ops
 
     if installed_ops.get(op.name):
         return True
     folder = build_folder(op)
-    if not any(folder.glob(f"{op.name}*.so")):
-        return False
+    libraries = list(folder.glob(f"{op.name}*.so"))
     ninja = folder / "build.ninja"
-    recipe = ninja.read_text(errors="replace") if ninja.is_file() else ""
-    return f"{torch_folder()}{os.sep}include" in recipe
+    if not libraries or not ninja.is_file():
+        return False
+    # torch rewrites the recipe only when it changes, and the library comes after it: a recipe newer than every
+    # library is a rebuild that was stopped
+    newer = max(lib.stat().st_mtime for lib in libraries) >= ninja.stat().st_mtime
+    return newer and f"{torch_folder()}{os.sep}include" in ninja.read_text(errors="replace")
 
 
 def torch_folder() -> str:
