@@ -141,9 +141,18 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     assert sorted(p.name for p in Path(extensions, "deepspeed_shm_comm").glob("*.so")) == ["deepspeed_shm_comm.so"]
 
     # a rebuild stopped beside that library (a Ctrl-C after torch was upgraded) leaves its lock: a job's ranks and
-    # build-ops clear it and load the library; torch alone would wait on the lock for ever
+    # build-ops clear it and load the library; torch alone would wait on the lock for ever.  And they use this
+    # environment's ninja whatever PATH finds first (another ninja version takes the build for a changed one and
+    # compiles it again): here PATH finds one that fails
     lock = extensions / "deepspeed_shm_comm" / "lock"
-    env = {**os.environ, **ops.job_env("cpu"), "TORCH_EXTENSIONS_DIR": str(extensions), "ZEROBOARD_LANG": "en"}
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    (other / "ninja").write_text("#!/bin/sh\nexit 1\n")
+    (other / "ninja").chmod(0o755)
+    library = extensions / "deepspeed_shm_comm" / "deepspeed_shm_comm.so"
+    built = library.stat().st_mtime_ns
+    env = {**os.environ, **ops.job_env("cpu"), "TORCH_EXTENSIONS_DIR": str(extensions), "ZEROBOARD_LANG": "en",
+           "PATH": f"{other}{os.pathsep}{os.environ['PATH']}"}
     job = ("from zeroboard.training import ops\n"
            "ops.load_for_job('cpu', {'zero_optimization': {'stage': 2}}, lambda kind, **f: print('event', kind))")
     said = []
@@ -157,6 +166,7 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
         said.append(proc.stdout)
     assert "event stale_lock" in said[0] and "event compile" not in said[0], said[0]  # the library was there
     assert "deepspeed_shm_comm: already built" in said[1]
+    assert library.stat().st_mtime_ns == built  # loaded, not compiled again
 
 
 def test_progress_lines_name_the_ops_a_job_names():

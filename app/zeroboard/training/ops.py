@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -116,10 +117,23 @@ def wait_out_lock(op, clear: bool = True) -> bool:
         time.sleep(1.0)
 
 
+def own_ninja() -> None:
+    """This environment's ninja first on this process's PATH, for every op torch builds or checks from here on.
+
+    torch runs whichever ``ninja`` PATH finds, and ninja versions record a build's command under different hashes:
+    a job whose PATH found the system's ninja 1.11 and one that found the environment's 1.13 (a launcher started
+    with the venv's bin first) each took the other's build for a changed one and compiled it again, minutes a job."""
+    scripts = sysconfig.get_path("scripts")
+    path = os.environ.get("PATH", "")
+    if (Path(scripts) / "ninja").is_file() and path.split(os.pathsep)[0] != scripts:
+        os.environ["PATH"] = os.pathsep.join([scripts, path]) if path else scripts
+
+
 def load_for_job(device_type: str, ds_config: dict | None, announce, clear_stale: bool = True) -> None:
     """Load the job's ops before DeepSpeed does; ``announce(kind, **fields)`` hears of each one this process
     compiles (ranks that find another rank compiling wait for it inside ``load``).  ``clear_stale``: this process
     is the one of its machine that removes a stale build lock (see wait_out_lock)."""
+    own_ninja()  # also for the ops DeepSpeed loads itself later in this process
     for name in needed(device_type, ds_config):
         op = builder(name)
         if op is None or not op.is_compatible(False):
@@ -146,6 +160,7 @@ def machine_kind() -> str:
 def build_one(class_name: str) -> dict:
     """In a child process: build one op; the result as a dict (op, status: there | built | skipped | failed)."""
     started = time.time()
+    own_ninja()
     try:
         op = builder(class_name)
         if op is None or not op.is_compatible(False):
