@@ -13,6 +13,7 @@ from ..outputs import chat_client, chat_target
 from ..outputs.inspect import OutputError
 from ..runs.manager import Busy, JobManager, StartError
 from ..words import default_lang, say, text, tr
+from .args import path
 
 
 def _fail(e: Exception, lang: str) -> int:
@@ -145,7 +146,7 @@ def cmd_export(args) -> int:
 
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("chat", help=text("cli.chat_help", lang))
-    s.add_argument("target", metavar="RUN_OR_MODEL", help=text("cli.chat_target_help", lang))
+    s.add_argument("target", metavar="RUN_OR_MODEL", type=path, help=text("cli.chat_target_help", lang))
     s.add_argument("--base", action="store_true", help=text("cli.chat_base_help", lang))
     s.add_argument("--prompt", help=text("cli.chat_prompt_help", lang))
     s.add_argument("--system", help=text("cli.chat_system_help", lang))
@@ -160,8 +161,8 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--json", action="store_true", help=text("cli.chat_json_help", lang))
     s.set_defaults(fn=cmd_chat)
     s = sub.add_parser("export", help=text("cli.export_help", lang))
-    s.add_argument("run", help=text("cli.export_run_help", lang))
-    s.add_argument("out", help=text("cli.out_help", lang))
-    s.add_argument("--base", help=text("cli.base_help", lang))
+    s.add_argument("run", type=path, help=text("cli.export_run_help", lang))
+    s.add_argument("out", type=path, help=text("cli.out_help", lang))
+    s.add_argument("--base", type=path, help=text("cli.base_help", lang))
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_export)

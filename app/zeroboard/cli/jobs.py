@@ -10,12 +10,13 @@ from ..job import command, spec as specmod
 from ..planner import report
 from ..runs.launch import prepare_launch
 from ..words import default_lang, text, tr
+from .args import path
 
 
 def job_arguments(s, lang: str) -> None:
-    s.add_argument("job", nargs="?", help=text("cli.job_help", lang, demo=specmod.DEMO_JOB))
+    s.add_argument("job", nargs="?", type=path, help=text("cli.job_help", lang, demo=specmod.DEMO_JOB))
     s.add_argument("--set", action="append", metavar="NAME=VALUE", help=text("cli.set_help", lang))
-    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
+    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", type=path, help=text("cli.allow_help", lang))
 
 
 def load(args) -> specmod.JobSpec | None:

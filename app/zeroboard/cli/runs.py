@@ -25,6 +25,7 @@ from ..runs import compare, summary
 from ..runs.manager import JobManager
 from ..runs.state import STATUSES
 from ..words import default_lang, headers, status as status_word, text
+from .args import path
 
 
 def _size(n: int | None) -> str:
@@ -177,10 +178,10 @@ def add_commands(sub, lang: str) -> None:
     s.set_defaults(fn=cmd_list)
     actions = s.add_subparsers(dest="runs_action", required=False)
     c = actions.add_parser("compare", help=text("cli.runs_compare_help", lang))
-    c.add_argument("runs", nargs="+", metavar="RUN", help=text("cli.runs_arg_help", lang))
+    c.add_argument("runs", nargs="+", metavar="RUN", type=path, help=text("cli.runs_arg_help", lang))
     c.add_argument("--json", action="store_true")
     c.set_defaults(fn=cmd_compare)
     w = actions.add_parser("show", help=text("cli.runs_show_help", lang))
-    w.add_argument("run", metavar="RUN", help=text("cli.runs_arg_help", lang))
+    w.add_argument("run", metavar="RUN", type=path, help=text("cli.runs_arg_help", lang))
     w.add_argument("--json", action="store_true")
     w.set_defaults(fn=cmd_show)

@@ -26,6 +26,7 @@ from ..runs.state import JobState
 from ..runs.supervisor import SIGNAL_REPORT, TRACEBACK, drop_signal_report
 from ..words import default_lang, text, tr
 from . import jobs
+from .args import path
 
 POLL_S = 0.2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -228,7 +229,7 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--queue", action="store_true", help=text("cli.queue_flag_help", lang))
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
-    s.add_argument("run", nargs="?", help=text("cli.run_arg_help", lang))
+    s.add_argument("run", nargs="?", type=path, help=text("cli.run_arg_help", lang))
     s.add_argument("--all", action="store_true", help=text("cli.stop_all_help", lang))
     s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))
     s.add_argument("--save", action="store_true", help=text("cli.save_help", lang))

@@ -29,6 +29,7 @@ from .. import safeload
 from ..words import Msg, help_text as _help, say
 from . import mapping
 from .mapping import own, trainer
+from .quoting import control_within, refusal
 
 FinetuningType = Literal["lora", "full"]
 Stage = Literal["none", "2", "3"]
@@ -269,6 +270,9 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError(say("spec.mapping", got=_shown(value)))
         if safeload.depth(value) > 8 or len(json.dumps(value, default=str)) > MAX_EXTRA_JSON:
             raise ValueError(say("safe.value_too_big", limit=f"{MAX_EXTRA_JSON >> 10} KiB"))
+        found = control_within(value)  # keys and string values at any depth: names, paths, choices
+        if found is not None:
+            raise ValueError(say("spec.control_in", key=found[0], char=found[2], pos=found[1]))
         return dict(value)
     raise TypeError(f"unhandled type {t} for {name}")  # pragma: no cover - a schema bug
 
@@ -278,7 +282,11 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) > limit:
         raise ValueError(say("spec.too_long", n=f"{len(text):,}", limit=f"{limit:,}"))
-    return text.strip()
+    text = text.strip()
+    problem = refusal(text)  # every text field is a name, a path or an option: none holds a control character
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def _shown(value: Any, limit: int = 80) -> str:
@@ -295,7 +303,7 @@ def from_dict(data: dict[str, Any]) -> JobSpec:
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in FIELDS:
-            key = _shown(key) if not isinstance(key, str) or len(key) > 80 else key
+            key = _shown(key) if not isinstance(key, str) or len(key) > 80 or refusal(key) else key
             close = [n for n in FIELDS if str(key).replace("-", "_") == n or str(key) in n]
             problems[key] = say("spec.unknown_near", near=close[0]) if close else say("spec.unknown")
             continue

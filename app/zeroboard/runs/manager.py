@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from .. import files, words
 from ..job import command, folders, modelinfo, record, spec as specmod
+from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
@@ -194,7 +194,7 @@ class JobManager:
         run = Path(folder).resolve()
         cmd = {"argv": argv, "env": env, "cwd": cwd, "device_kind": device_kind, "devices": list(devices),
                "master_port": 0, "executor": "local",
-               "shell": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, argv)])}
+               "shell": shell_line(env, argv)}
 
         def launch():
             busy = self.busy_on(device_kind, list(devices), run, run)

@@ -49,7 +49,6 @@ WORDS: dict[str, tuple[str, str]] = {
         "the translation renders a test conversation differently: the template writes {want}, the translation {got}",
         "翻译后的模板渲染测试对话的结果不同:原模板写出 {want},翻译写出 {got}",
     ),
-    "export.tpl_quotes": ('the template holds """, which a Modelfile cannot quote', '模板中含有 """,Modelfile 无法引用'),
     # --- the export ----------------------------------------------------------------------------------
     "export.card_intro": (
         "Fine-tuned with ZeroBoard from the run `{run}`: a {kind} trained on `{base}`, merged into one standalone "

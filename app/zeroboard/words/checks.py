@@ -23,6 +23,23 @@ WORDS: dict[str, tuple[str, str]] = {
     "spec.override_form": ("overrides look like name=value", "覆盖参数的格式是 name=value"),
     "spec.flag_unexpected": ("unexpected argument (flags look like --name value)", "意外的参数(参数的格式是 --name value)"),
     "spec.flag_no_value": ("flag without a value", "参数缺少取值"),
+    # names are names (job.quoting): no control character in a name or a path
+    "spec.control": (
+        "holds a control character, {char}, at position {pos} (got {got}): names and paths cannot hold control "
+        "characters, tabs or line breaks; type the name without it",
+        "第 {pos} 个字符是控制字符 {char}(当前为 {got}):名称和路径中不能含有控制字符、制表符或换行;请去掉它再输入",
+    ),
+    "spec.control_in": (
+        "{key}: holds a control character, {char}, at position {pos}: names, paths and other text arguments cannot "
+        "hold control characters, tabs or line breaks",
+        "{key}:第 {pos} 个字符是控制字符 {char}:名称、路径和其他文本参数中不能含有控制字符、制表符或换行",
+    ),
+    "quote.nul": ("a NUL character cannot be part of a command's argument", "NUL 字符不能出现在命令的参数中"),
+    "quote.env_name": ("{name} is not a name an environment variable can have", "{name} 不能作为环境变量名"),
+    "quote.sbatch_control": (
+        "holds a control character, {char}, at position {pos}, which an #SBATCH line cannot carry",
+        "第 {pos} 个字符是控制字符 {char},#SBATCH 行中无法写入",
+    ),
     # the report
     "check.error_word": ("error", "错误"),
     "check.note_word": ("note", "注意"),
