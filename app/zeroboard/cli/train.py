@@ -166,6 +166,7 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
             q.remove(entry.id)
             term.out(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output), err=True)
             return None
+        dispatcher.revive(q)  # its dispatcher killed meanwhile: this wait is a look at the queue too
         now = next((e for e in q.entries() if e.id == entry.id), None)
         if now is not None and now.status == "failed":
             term.out(text("cli.queue_failed", lang, why=tr(now.why, lang)), err=True)
