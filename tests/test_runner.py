@@ -257,6 +257,37 @@ def test_a_run_whose_supervisor_never_started_is_failed_in_its_state_and_the_ind
     assert reg.entry(run)["outcome"]["status"] == "failed"
 
 
+def test_an_end_only_the_index_could_take_reaches_state_json_at_a_later_look(tmp_path, index, monkeypatch):
+    """The supervisor's last word went into the index (its run folder's disk was full): state.json still says
+    running. Each look tries to write the end there, under the state's lock; the first that the disk takes wins."""
+    from zeroboard.runs import state as statemod
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_state(JobState(run_dir=str(run), status="running", supervisor_pid=999_999_999, supervisor_ctime=1.0))
+    statemod.set_reserve(run)  # the dead supervisor's room for its last word, left behind
+    assert (run / record.STATE_RESERVE).stat().st_size == statemod.RESERVE_BYTES
+    end = JobState(run_dir=str(run), status="failed", ended=time.time(), supervisor_pid=999_999_999, supervisor_ctime=1.0,
+                   message=runner.say("run.disk_full", path=str(run), why="No space left on device"))
+    reg = Registry(index)
+    with reg.locked():
+        reg.add({"run_dir": str(run), "source": "cli", "supervisor_pid": 999_999_999, "supervisor_ctime": 1.0,
+                 "device_kind": "cpu", "devices": [0, 1], "outcome": end.to_json()})
+    mgr = runner.JobManager(index=index)
+    real = statemod.write_state
+
+    def full(state):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(statemod, "write_state", full)
+    assert mgr.state(run).status == "failed"  # the page and the CLI say the end from the index meanwhile
+    assert read_state(run).status == "running"
+    monkeypatch.setattr(statemod, "write_state", real)  # the disk has room again
+    st = mgr.state(run)
+    assert st.status == "failed" and read_state(run).to_json() == st.to_json() == reg.entry(run)["outcome"]
+    assert "full" in read_state(run).message and not (run / record.STATE_RESERVE).exists()
+
+
 # --- end to end: real launcher processes -----------------------------------------------------
 
 
