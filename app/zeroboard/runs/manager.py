@@ -27,7 +27,7 @@ from ..job import command, folders, modelinfo, record, spec as specmod
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import executor, executors, outcome
+from . import executor, executors, outcome, stall
 from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
@@ -288,7 +288,7 @@ class JobManager:
             "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
             "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
-            "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
+            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job)}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:

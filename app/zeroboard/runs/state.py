@@ -28,7 +28,8 @@ from pathlib import Path
 from .. import files, words
 from ..job.record import STATE_FILE, STATE_LOCK, STATE_RESERVE, WORKER_FILE
 
-ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
+# stalled: running, but no progress for longer than the job allows (runs.stall); it goes back to running when it moves
+ACTIVE = ("starting", "running", "stalled", "stopping")  # then finished, failed, aborted or lost
 STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
 GRACE_S = 30.0  # after SIGTERM, before SIGKILL (torchrun itself waits 30 s for its ranks)
 # Start waits this long for the supervisor to report the launcher's pid, then returns the run as "starting":
@@ -71,6 +72,7 @@ class JobState:
     executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
     kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
+    stall: dict = field(default_factory=dict)  # while stalled: ranks, silent, step, since, limit_s (runs.stall)
 
     @property
     def active(self) -> bool:

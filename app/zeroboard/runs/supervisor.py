@@ -15,7 +15,10 @@ stop a job the page started).  A disk error while it records the run (the
 run's disk is full) ends the run as failed with that reason: room set aside at
 the start (``state.reserve``) is given back for that last word, which also goes
 into the runs index (and only there when even so the run folder takes nothing:
-the next look at the run writes it into state.json once the disk has room).  A chat
+the next look at the run writes it into state.json once the disk has room).
+Once a second it also judges from the ranks' heartbeats whether the run still
+moves (:mod:`.stall`): stalled, naming the ranks that have not moved, and back
+to running when it moves again; it stops nothing for that.  A chat
 worker (launch.json's ``kind: chat``) is supervised the same way; its entry
 in the runs index is removed when it ends.
 """
@@ -35,7 +38,7 @@ from .. import files
 from ..job import folders, record
 from ..job.registry import Registry
 from ..words import Msg, from_json, say
-from . import executors, outcome
+from . import executors, outcome, stall
 from .state import JobState, hold_lock, release_reserve, set_reserve, write_state
 
 RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
@@ -63,6 +66,7 @@ class Supervisor:
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
                               node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])],
                               kind=launch.get("kind", "train"))
+        self.stall = stall.Watch(launch.get("stall"))
         self.executor = executors.for_command(self.cmd)
         self.state.executor = self.executor.name
         self.disk_error: Msg | None = None
@@ -139,7 +143,8 @@ class Supervisor:
                 self.save()
             if time.time() - last_scan > 1.0:
                 last_scan = time.time()
-                if self.executor.follow(st):
+                followed = self.executor.follow(st)
+                if self.stall.look(st) or followed:
                     self.save()
             rank_stuck = error_seen is not None and time.time() - error_seen > RANK_FAIL_GRACE_S
             if (self.stop_asked.is_set() or rank_stuck or self.disk_error) and st.status != "stopping":
