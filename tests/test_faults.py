@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -21,6 +22,7 @@ import pytest
 
 from helpers import start_server, stop_server, wait_until
 from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
+from zeroboard.cli import main as cli_main
 from zeroboard.job import command, folders, record, spec
 from zeroboard.job.registry import Registry
 from zeroboard.outputs.inspect import inspect
@@ -56,7 +58,8 @@ def fill(disk: Path) -> None:
             pass
 
 
-def test_a_disk_filling_mid_run_fails_that_run_with_the_reason_and_the_page_keeps_serving(tmp_path, index, small_disk):
+def test_a_disk_filling_mid_run_fails_that_run_with_the_reason_and_the_page_keeps_serving(tmp_path, index, small_disk,
+                                                                                          monkeypatch, capsys):
     mgr = runner.JobManager(index=index, grace_s=10)
     st = mgr.start(prepared_for(small_disk / "run", max_steps=5000, logging_steps=1))
     first_log_event(st.run_dir)
@@ -65,6 +68,17 @@ def test_a_disk_filling_mid_run_fails_that_run_with_the_reason_and_the_page_keep
     assert st.status == "failed", st.message
     assert "No space left on device" in st.message or "full" in st.message, st.message
     assert_nothing_left(st)
+    # every record says so while the disk is still full: the run's own state.json (written into the room its
+    # supervisor set aside), the index, `zeroboard runs --json`
+    assert shutil.disk_usage(small_disk).free < 1 << 20
+    own = read_state(st.run_dir)
+    assert own.status == "failed" and own.message == st.message, own.message
+    assert not (Path(st.run_dir) / record.STATE_RESERVE).exists()
+    assert Registry(index).entry(st.run_dir)["outcome"]["message"] == own.to_json()["message"]
+    monkeypatch.setenv("ZEROBOARD_RUNS_INDEX", str(index))
+    assert cli_main(["runs", "--json"]) == 0
+    listed = [r for r in json.loads(capsys.readouterr().out) if r["run_dir"] == st.run_dir]
+    assert [(r["status"], r["message"]) for r in listed] == [("failed", str(st.message))]
     # the page still serves: a snapshot of that run, and a new job on the healthy disk starts
     snap = Live(mgr).snapshot(st.run_dir)
     assert snap.status == "failed" and "space" in snap.final_md.lower()

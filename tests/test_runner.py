@@ -13,11 +13,13 @@ import psutil
 import pytest
 
 from helpers import wait_until
+from zeroboard.cli import main as cli_main
 from zeroboard.job import command, record, spec
 from zeroboard.job.registry import Registry
 from zeroboard.runs import executor, manager as runner, outcome, processes
 from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.state import JobState, read_state, write_state
+from zeroboard.webui.live import Live
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 180  # other trainings share this 2-core machine
@@ -257,6 +259,37 @@ def test_a_run_whose_supervisor_never_started_is_failed_in_its_state_and_the_ind
     assert reg.entry(run)["outcome"]["status"] == "failed"
 
 
+def test_an_end_only_the_index_could_take_reaches_state_json_at_a_later_look(tmp_path, index, monkeypatch):
+    """The supervisor's last word went into the index (its run folder's disk was full): state.json still says
+    running. Each look tries to write the end there, under the state's lock; the first that the disk takes wins."""
+    from zeroboard.runs import state as statemod
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_state(JobState(run_dir=str(run), status="running", supervisor_pid=999_999_999, supervisor_ctime=1.0))
+    statemod.set_reserve(run)  # the dead supervisor's room for its last word, left behind
+    assert (run / record.STATE_RESERVE).stat().st_size == statemod.RESERVE_BYTES
+    end = JobState(run_dir=str(run), status="failed", ended=time.time(), supervisor_pid=999_999_999, supervisor_ctime=1.0,
+                   message=runner.say("run.disk_full", path=str(run), why="No space left on device"))
+    reg = Registry(index)
+    with reg.locked():
+        reg.add({"run_dir": str(run), "source": "cli", "supervisor_pid": 999_999_999, "supervisor_ctime": 1.0,
+                 "device_kind": "cpu", "devices": [0, 1], "outcome": end.to_json()})
+    mgr = runner.JobManager(index=index)
+    real = statemod.write_state
+
+    def full(state):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(statemod, "write_state", full)
+    assert mgr.state(run).status == "failed"  # the page and the CLI say the end from the index meanwhile
+    assert read_state(run).status == "running"
+    monkeypatch.setattr(statemod, "write_state", real)  # the disk has room again
+    st = mgr.state(run)
+    assert st.status == "failed" and read_state(run).to_json() == st.to_json() == reg.entry(run)["outcome"]
+    assert "full" in read_state(run).message and not (run / record.STATE_RESERVE).exists()
+
+
 # --- end to end: real launcher processes -----------------------------------------------------
 
 
@@ -321,12 +354,31 @@ def test_abort_still_works_when_the_supervisor_was_killed(tmp_path, index):
 
 
 @pytest.mark.e2e
-def test_a_killed_rank_is_reported_within_seconds_and_the_others_stopped(tmp_path, index):
+def test_a_hung_rank_shows_as_stalled_and_a_killed_rank_is_reported_within_seconds(tmp_path, index, monkeypatch, capsys):
     mgr = runner.JobManager(index=index, grace_s=20)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000))
+    # stalled after 2 s without progress at the least (the demo's steps take a tenth of a second)
+    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000, stall_factor=5.0, stall_min_s=2.0))
     first_log_event(st.run_dir)
     st = mgr.state(st.run_dir)
     victim = next(r for r in st.ranks if r["rank"] == 1)
+    # rank 1 hangs (SIGSTOP): rank 0 waits for it in a collective; the run is stalled, naming rank 1, everywhere
+    os.kill(victim["pid"], signal.SIGSTOP)
+    try:
+        st = wait_for(lambda: (s := mgr.state(st.run_dir)).status == "stalled" and s.stall["ranks"] == [1]
+                      and s.stall["silent"] and s, 60, "the run to show as stalled on rank 1")
+        assert read_state(st.run_dir).status == "stalled" and "rank 1" in st.message and "Abort" in st.message
+        snap = Live(mgr).snapshot(st.run_dir)
+        assert snap.status == "stalled" and "rank 1" in snap.status_md
+        monkeypatch.setenv("ZEROBOARD_RUNS_INDEX", str(index))
+        assert cli_main(["runs", "--json"]) == 0
+        (listed,) = json.loads(capsys.readouterr().out)
+        assert listed["status"] == "stalled" and "rank 1" in listed["message"]
+    finally:
+        os.kill(victim["pid"], signal.SIGCONT)
+    # it moves again: running, with a note of the stall
+    st = wait_for(lambda: (s := mgr.state(st.run_dir)).status == "running" and s, 60, "the run to move again")
+    assert any("stalled from" in n and "rank 1" in n for n in st.notes), st.notes
+    # then rank 1 is killed: the run fails within seconds, naming it
     os.kill(victim["pid"], signal.SIGKILL)
     t0 = time.time()
     st = ended(mgr, st.run_dir, 60)

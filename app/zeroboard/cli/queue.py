@@ -1,14 +1,16 @@
 """``zeroboard queue``: the jobs waiting for their devices, in the order they will start; reorder and cancel them.
 
 ``zeroboard train --queue`` puts a job there when its devices or folder are taken (the page's Queue button does
-the same); the dispatcher starts each as its devices free, through the same launch path as Start.
+the same); the dispatcher starts each as its devices free, through the same launch path as Start.  Each of these
+looks at the queue starts a new dispatcher when entries wait and none runs (``dispatcher.revive``), after a cancel
+or a move, before a listing (which then says why each entry waits now).
 """
 
 from __future__ import annotations
 
 import time
 
-from ..runs import manager as runmgr
+from ..runs import dispatcher, manager as runmgr
 from ..runs.queue import Queue
 from ..words import default_lang, status, text, tr
 
@@ -23,6 +25,7 @@ def cmd_queue(args) -> int:
             return 1
         q.remove(entry.id)
         print(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output))
+        dispatcher.revive(q)
         return 0
     if args.action == "move":
         entry = q.find(args.id or "")
@@ -31,7 +34,9 @@ def cmd_queue(args) -> int:
             return 1
         q.move(entry.id, args.position)
         print(text("cli.queue_moved", lang, id=entry.id, position=args.position))
+        dispatcher.revive(q)
         return 0
+    dispatcher.revive(q)
     entries = q.entries()
     if not entries:
         print(text("cli.queue_empty", lang))

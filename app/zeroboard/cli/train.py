@@ -84,6 +84,7 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
     """Print the run's log as it grows until it ends; stop it on a signal and wait until that is verified."""
     log = record.Tail(Path(st.run_dir) / record.LOG_FILE, st.log_offset)
     asked = False
+    stalled: dict = {}  # the stall last told (a run that stops moving is said so, and when it moves again)
     held: list[str] = []  # after a stop is asked: a traceback block, held until we know it is the stop's report
 
     def show(lines: list[str]) -> None:
@@ -105,6 +106,13 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
             term.out(text("cli.stopping", lang, signal=name, run=st.run_dir, grace=round(st.grace_s)), err=True)
             mgr.abort(st.run_dir)
         current = mgr.state(st.run_dir) or st
+        if current.status == "stalled" and current.stall != stalled:
+            stalled = current.stall
+            term.out(tr(current.message, lang), err=True)
+        elif current.status == "running" and stalled:
+            stalled = {}
+            over = next((n for n in reversed(current.notes) if getattr(n, "key", "") == "run.stall_over"), None)
+            term.out(tr(over or current.message, lang), err=True)
         if not current.active:
             if log.restarted:  # the log was rewritten at the end (the stop's report trimmed): nothing new in it
                 log.read_lines(None)
@@ -167,6 +175,7 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
             q.remove(entry.id)
             term.out(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output), err=True)
             return None
+        dispatcher.revive(q)  # its dispatcher killed meanwhile: this wait is a look at the queue too
         now = next((e for e in q.entries() if e.id == entry.id), None)
         if now is not None and now.status == "failed":
             term.out(text("cli.queue_failed", lang, why=tr(now.why, lang)), err=True)

@@ -48,6 +48,8 @@ BOUNDS: dict[str, Bound] = {
     "master_port": Bound(0, 65535, "check.port_range", "check.port_range"),
     "slurm_gpus_per_node": Bound(0, 1024, "check.not_negative", "bound.per_node"),
     "slurm_cpus_per_task": Bound(0, 65536, "check.not_negative", "bound.per_node"),
+    "stall_factor": Bound(0, 1000, "check.not_negative", "bound.stall_factor"),
+    "stall_min_s": Bound(1, 7 * 86400, "check.at_least_one", "bound.stall_min_s"),
 }
 
 

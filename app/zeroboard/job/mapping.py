@@ -7,7 +7,8 @@ Every field of :class:`~zeroboard.job.spec.JobSpec` declares this in its own def
   them (``resolved``: what the trainer settles on the machine first, see :class:`Resolved`);
 - ``own("data")``: no Trainer argument; ZeroBoard itself reads it -- ``data`` (tokenizing the data), ``model``
   (loading the model and its adapters), ``launch`` (the command, its environment and the DeepSpeed preset it names),
-  ``run`` (the trainer's own steps, such as resuming);
+  ``run`` (the trainer's own steps, such as resuming), ``watch`` (the run's supervisor, which watches it: whether
+  it still moves);
 - both, when a field does two things (``trainer("gradient_checkpointing", own="model")``).
 
 The trainer's arguments (:func:`~zeroboard.job.spec.trainer_arguments`) and the arguments the job owns
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-PARTS = ("data", "model", "launch", "run")  # ZeroBoard's own readers of a field
+PARTS = ("data", "model", "launch", "run", "watch")  # ZeroBoard's own readers of a field
 
 
 @dataclass(frozen=True)

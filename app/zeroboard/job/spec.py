@@ -112,6 +112,8 @@ class JobSpec:
     output_dir: str = _f("runs/demo", "output", to=trainer("output_dir", own="run"))
     resume: bool = _f(False, "output", to=own("run"))
     report_to: Tracker = _f("none", "output", to=trainer("report_to", own="run"))
+    stall_factor: float = _f(10.0, "output", launch_only=True, to=own("watch"))
+    stall_min_s: float = _f(30.0, "output", launch_only=True, to=own("watch"))
     # --- devices and DeepSpeed -------------------------------------------------
     device_type: DeviceType = _f("auto", "devices", to=trainer("use_cpu", "ddp_backend", value=mapping.device_type,
                                                                    own="launch"))

@@ -27,7 +27,7 @@ from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import executor, executors, outcome
+from . import executor, executors, outcome, stall
 from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
@@ -95,8 +95,10 @@ class JobManager:
 
     def _settled(self, entry: dict, st: JobState | None) -> JobState:
         """A run whose supervisor is gone: the outcome recorded in the index, else found now (and recorded)."""
-        if entry.get("outcome"):
-            return from_json(entry["outcome"])
+        if entry.get("outcome"):  # its end, kept in the index when the run folder's disk could not take it
+            st = from_json(entry["outcome"])
+            settle(st)  # into its own state.json as soon as that disk has room (tried again at each look till then)
+            return st
         run_dir = entry["run_dir"]
         if st is None:  # it never wrote state.json: it could not start
             log = outcome.tail_lines(Path(run_dir) / record.SUPERVISOR_LOG, 5)
@@ -123,7 +125,7 @@ class JobManager:
     def _record_outcome(self, st: JobState) -> None:
         """A run ended without its supervisor's last word: its own state.json says so from now on (written under
         the state's lock, which a live supervisor holds), and the index too (all that is left on a full disk)."""
-        st.files = folders.listing(st.path)
+        st.files = [n for n in folders.listing(st.path) if n != record.STATE_RESERVE]  # (settle gives that room back)
         settle(st)
         try:
             self.registry.update(st.run_dir, outcome=st.to_json())
@@ -286,7 +288,7 @@ class JobManager:
             "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
             "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
-            "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
+            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job)}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:

@@ -6,6 +6,12 @@ free, and whoever finds the run first (a page, ``zeroboard runs``) takes the
 lock and writes the run's true end (:func:`settle`): no reader sees
 ``running`` for a run that is not.  Messages are catalog sentences, stored
 with their key and values so each reader says them in its own language.
+
+The last word must reach the file even when the run's disk is full: the
+supervisor sets room aside when it starts (``state.reserve``) and whoever
+writes the end gives that room back first (:func:`release_reserve`); an end
+that still could not be written is kept in the runs index, and each later
+look writes it here once the disk takes it (``JobManager.state``).
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files, words
-from ..job.record import STATE_FILE, STATE_LOCK, WORKER_FILE
+from ..job.record import STATE_FILE, STATE_LOCK, STATE_RESERVE, WORKER_FILE
 
-ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
+# stalled: running, but no progress for longer than the job allows (runs.stall); it goes back to running when it moves
+ACTIVE = ("starting", "running", "stalled", "stopping")  # then finished, failed, aborted or lost
 STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
 GRACE_S = 30.0  # after SIGTERM, before SIGKILL (torchrun itself waits 30 s for its ranks)
 # Start waits this long for the supervisor to report the launcher's pid, then returns the run as "starting":
 # the run goes on and the page or the CLI keeps following it (nothing is marked failed for being slow).
 LAUNCH_WAIT_S = 30.0
+RESERVE_BYTES = 256 << 10  # room for the last word: a state.json is a few KiB (its file list, at most a few dozen)
 
 
 @dataclass
@@ -64,6 +72,7 @@ class JobState:
     executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
     kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
+    stall: dict = field(default_factory=dict)  # while stalled: ranks, silent, step, since, limit_s (runs.stall)
 
     @property
     def active(self) -> bool:
@@ -131,6 +140,25 @@ def hold_lock(run_dir: str | Path) -> int:
     return fd
 
 
+def set_reserve(run_dir: str | Path) -> None:
+    """Set room aside in the run folder for the run's last word (nothing when the disk has none to give)."""
+    path = Path(run_dir) / STATE_RESERVE
+    try:
+        with open(path, "wb") as fh:
+            fh.write(bytes(RESERVE_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def release_reserve(run_dir: str | Path) -> None:
+    """Give the room back (just before the last word is written, which may need it)."""
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / STATE_RESERVE).unlink()
+
+
 @contextlib.contextmanager
 def writer_gone(run_dir: str | Path):
     """Yields True while holding the state's lock when no supervisor holds it (the writer is gone), else False."""
@@ -159,6 +187,7 @@ def settle(state: JobState) -> bool:
         now = read_state(state.path)
         if now is not None and not now.active:
             return True  # its last word arrived after all
+        release_reserve(state.path)  # the room its writer set aside, for this very write
         try:
             write_state(state)
         except OSError:

@@ -50,6 +50,7 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 .zb-badge.zb-finished { background: #dcfce7; color: #166534; }
 .zb-badge.zb-failed, .zb-badge.zb-lost { background: #fee2e2; color: #991b1b; }
 .zb-badge.zb-aborted { background: #fef3c7; color: #92400e; }
+.zb-badge.zb-stalled { background: #ffedd5; color: #9a3412; }
 #zb-plan table { width: 100%; font-size: 0.9em; }
 #zb-plan th, #zb-plan td { white-space: normal; overflow-wrap: anywhere; padding: 4px 6px; }
 #zb-plan th:not(:first-child), #zb-plan td:not(:first-child) { white-space: nowrap; }

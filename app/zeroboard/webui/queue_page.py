@@ -4,7 +4,9 @@ A page of the registry (``pages``).  Jobs get here from the Train page's **Queue
 --queue``): the same check and command as Start, then the queue's dispatcher starts each through the one launch
 path as its devices and folder free (``runs.dispatcher``).  This page only reads the queue file and asks the queue
 to move or drop an entry (``runs.queue.Queue`` is its one writer, under its lock); what it shows for each entry
-is why it waits (which run holds its devices, or which earlier entry goes first).
+is why it waits (which run holds its devices, or which earlier entry goes first).  Each look (the tab opened, its
+timer, Refresh, a move or a cancel) starts a new dispatcher when entries wait and none runs, which costs one lock
+probe when one does (``dispatcher.revive``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from .. import words, workspace
+from ..runs import dispatcher
 from ..runs.queue import Entry, Queue
 from ..words import text, tr
 from . import pages
@@ -55,7 +58,9 @@ def choices(entries: list[Entry]) -> list[tuple[str, str]]:
 
 
 def view(q: Queue, current: str | None, lang: str):
-    """The table, the picker (keeping the picked entry while it is queued) and the count."""
+    """The table, the picker (keeping the picked entry while it is queued) and the count; a dispatcher started first
+    when entries wait without one (the reasons shown are then the ones found now)."""
+    dispatcher.revive(q)
     entries = q.entries()
     ids = [e.id for e in entries]
     keep = current if current in ids else (ids[0] if ids else None)

@@ -206,6 +206,21 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Also log the run to a tracker, inside output_dir: tensorboard (tb/), wandb offline (wandb/), mlflow (mlruns/) or swanlab local (swanlog/). Each needs its package installed.",
         "同时把训练记录写入实验跟踪工具,都保存在 output_dir 里:tensorboard(tb/)、离线 wandb(wandb/)、mlflow(mlruns/)或本地 swanlab(swanlog/)。需要先安装对应的包。",
     ),
+    "stall_factor": (
+        "Stalled after (× step time)",
+        "停滞判定(步时倍数)",
+        "The run is shown as stalled when no rank has moved for this many times its recent median step time "
+        "(and at least stall_min_s), naming the ranks that have not moved. Nothing is stopped: Abort is yours. "
+        "Saves and the first steps are not judged. 0 turns the watch off.",
+        "当所有进程在最近中位步时的这么多倍时间内(且不少于 stall_min_s)都没有进展时,任务显示为停滞,并指出哪些 rank 没有动。"
+        "不会自动停止任务:是否中断由你决定。保存检查点和最初几步不参与判定。填 0 表示不检测停滞。",
+    ),
+    "stall_min_s": (
+        "Stalled after at least (s)",
+        "停滞判定最短时间(秒)",
+        "The shortest time without progress that counts as a stall, whatever the step time.",
+        "无论步时多短,至少这么多秒没有进展才算停滞。",
+    ),
     "device_type": (
         "Device type",
         "设备类型",

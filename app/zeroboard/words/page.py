@@ -98,6 +98,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "status.idle": ("No run yet: fill the form, Preview command, then Start.", "还没有运行:填好表单,预览命令,然后开始。"),
     "status.starting": ("starting", "正在启动"),
     "status.running": ("running", "运行中"),
+    "status.stalled": ("stalled", "停滞"),
     "status.stopping": ("stopping", "正在停止"),
     "status.finished": ("finished", "已完成"),
     "status.failed": ("failed", "失败"),

@@ -5,6 +5,21 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.starting": ("starting", "正在启动"),
     "run.running": ("running", "运行中"),
     "run.stopping": ("stopping", "正在停止"),
+    "run.stalled": (
+        "stalled: no rank has moved since {since} (over {limit} s: the job's stall_factor {factor} × its recent step "
+        "time, at least stall_min_s); furthest behind: rank {ranks}, at step {step}. Nothing was stopped: it goes "
+        "back to running if it moves again; Abort stops it.",
+        "停滞:自 {since} 起没有任何进程有进展(超过 {limit} 秒:任务的 stall_factor {factor} × 最近步时,且不少于 "
+        "stall_min_s);最落后的是 rank {ranks},停在第 {step} 步。没有停止任何进程:一旦恢复进展就回到运行中;要停止请点中断。",
+    ),
+    "run.stalled_silent": (
+        "stalled: rank {ranks} has given no sign of life since {since} (at step {step}; stopped, or stuck) and the "
+        "other ranks wait for it. Nothing was stopped: it goes back to running if it moves again; Abort stops it.",
+        "停滞:rank {ranks} 自 {since} 起没有任何响应(停在第 {step} 步;被暂停或卡住),其他进程都在等它。"
+        "没有停止任何进程:一旦恢复进展就回到运行中;要停止请点中断。",
+    ),
+    "run.stall_over": ("stalled from {since} to {until} (rank {ranks}), then moved again",
+                       "{since} 至 {until} 停滞(rank {ranks}),之后恢复进展"),
     "run.finished": ("finished", "已完成"),
     "run.finished_no_end": ("finished (exit code 0, no end event)", "已完成(退出码 0,没有结束事件)"),
     "run.aborted": ("aborted", "已中断"),

@@ -65,6 +65,15 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "bound.processes": ("is {got}, above {limit} processes on one machine", "为 {got},单台机器上超过 {limit} 个进程"),
     "bound.nodes": ("is {got}, above {limit} machines: start fewer, or split the job", "为 {got},超过 {limit} 台机器:请减少机器数量,或拆分任务"),
+    "bound.stall_factor": (
+        "is {got}, above {limit}: a run would be called stalled only after that many step times without progress; "
+        "0 turns the watch off",
+        "为 {got},超过 {limit}:要等这么多倍步时都没有进展才算停滞;填 0 表示不检测停滞",
+    ),
+    "bound.stall_min_s": (
+        "is {got} s, above {limit} s (a week): a hung run would go unnoticed for that long",
+        "为 {got} 秒,超过 {limit} 秒(一周):卡住的任务这么久都不会被发现",
+    ),
     "bound.workers": (
         "is {got}, but this machine has {cores} CPU cores: each worker is a process of its own, so more than the cores "
         "only slows data preparation down; use at most {cores} (0: tokenize in the main process)",
