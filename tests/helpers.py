@@ -22,6 +22,7 @@ from zeroboard.runs.manager import JobManager
 from zeroboard.runs.state import JobState, write_state
 
 REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "tests" / "standin"  # the stand-in trainer's overlay (tests/standin/zeroboard/__init__.py says how)
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -40,6 +41,21 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+def standin_env(step_s: float = 0.05, **knobs) -> dict[str, str]:
+    """The environment that makes a job's ranks run the stand-in trainer instead of the real one: for the supervision
+    tests (the runner, the supervisor, signals, abort, kill, hang, reattach, the queue), whose subject is not the
+    training.  Give it to a job this process starts (:func:`on_standin`), to ``zeroboard train`` or to a web UI server
+    (the jobs they start inherit it).  ``knobs``: the stand-in's own (``fail="1:3"``, ``save_s=2``)."""
+    path = os.pathsep.join(p for p in (str(STANDIN), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "ZB_STANDIN_STEP_S": str(step_s), **{f"ZB_STANDIN_{k.upper()}": str(v) for k, v in knobs.items()}}
+
+
+def on_standin(prepared, step_s: float = 0.05, **knobs):
+    """A prepared job whose ranks run the stand-in trainer (its command's environment says so, in its record too)."""
+    prepared.command.env.update(standin_env(step_s, **knobs))
+    return prepared
 
 
 def wait_until(fn, timeout: float, what: str, every: float = 0.25):

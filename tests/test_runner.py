@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import wait_until
+from helpers import on_standin, wait_until
 from zeroboard.cli import main as cli_main
 from zeroboard.job import command, record, spec
 from zeroboard.job.registry import Registry
@@ -37,6 +37,12 @@ def prepared_for(out: Path, **changes) -> command.Prepared:
     p = prepare_launch(demo_job(out, **changes), gpus=[])
     assert p.report.ok, p.report.errors
     return p
+
+
+def standin_for(out: Path, step_s: float = 0.05, knobs: dict | None = None, **changes) -> command.Prepared:
+    """The demo job, prepared as Start prepares it, its ranks running the stand-in trainer (helpers.standin_env):
+    for tests of the runner and the supervisor, which are not about the training."""
+    return on_standin(prepared_for(out, **changes), step_s, **(knobs or {}))
 
 
 def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
@@ -290,13 +296,13 @@ def test_an_end_only_the_index_could_take_reaches_state_json_at_a_later_look(tmp
     assert "full" in read_state(run).message and not (run / record.STATE_RESERVE).exists()
 
 
-# --- end to end: real launcher processes -----------------------------------------------------
+# --- end to end: real launcher processes (torchrun, the supervisor), ranks running the stand-in trainer ----------
 
 
 @pytest.mark.e2e
 def test_job_finishes_and_leaves_its_record(tmp_path, index):
     mgr = runner.JobManager(index=index)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=10))
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=10))
     assert st.status == "running" and st.launcher_pid
     st = ended(mgr, st.run_dir)
     assert st.status == "finished", st.message
@@ -314,11 +320,11 @@ def test_job_finishes_and_leaves_its_record(tmp_path, index):
 @pytest.mark.e2e
 def test_abort_from_a_restarted_manager_leaves_no_process(tmp_path, index):
     first = runner.JobManager(index=index, grace_s=20)
-    st = first.start(prepared_for(tmp_path / "run", max_steps=5000))
+    st = first.start(standin_for(tmp_path / "run", max_steps=5000))
     first_log_event(st.run_dir)
 
     with pytest.raises(runner.Busy, match="already running on CPU processes"):
-        first.start(prepared_for(tmp_path / "other", max_steps=10))
+        first.start(standin_for(tmp_path / "other", max_steps=10))
 
     # a new manager (as after a web server restart) finds the running job on disk
     second = runner.JobManager(index=index, grace_s=20)
@@ -340,7 +346,7 @@ def test_abort_from_a_restarted_manager_leaves_no_process(tmp_path, index):
 @pytest.mark.e2e
 def test_abort_still_works_when_the_supervisor_was_killed(tmp_path, index):
     mgr = runner.JobManager(index=index, grace_s=20)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000))
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=5000))
     first_log_event(st.run_dir)
     os.kill(st.supervisor_pid, signal.SIGKILL)
     wait_for(lambda: processes.proc(st.supervisor_pid, st.supervisor_ctime) is None, 30, "the supervisor to die")
@@ -356,12 +362,12 @@ def test_abort_still_works_when_the_supervisor_was_killed(tmp_path, index):
 @pytest.mark.e2e
 def test_a_hung_rank_shows_as_stalled_and_a_killed_rank_is_reported_within_seconds(tmp_path, index, monkeypatch, capsys):
     mgr = runner.JobManager(index=index, grace_s=20)
-    # stalled after 2 s without progress at the least (the demo's steps take a tenth of a second)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000, stall_factor=5.0, stall_min_s=2.0))
+    # stalled after 2 s without progress at the least (the stand-in's steps take a twentieth of a second)
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=5000, stall_factor=5.0, stall_min_s=2.0))
     first_log_event(st.run_dir)
     st = mgr.state(st.run_dir)
     victim = next(r for r in st.ranks if r["rank"] == 1)
-    # rank 1 hangs (SIGSTOP): rank 0 waits for it in a collective; the run is stalled, naming rank 1, everywhere
+    # rank 1 hangs (SIGSTOP): rank 0 waits for it at the next logged step; the run is stalled, naming rank 1, everywhere
     os.kill(victim["pid"], signal.SIGSTOP)
     try:
         st = wait_for(lambda: (s := mgr.state(st.run_dir)).status == "stalled" and s.stall["ranks"] == [1]
@@ -391,8 +397,8 @@ def test_a_hung_rank_shows_as_stalled_and_a_killed_rank_is_reported_within_secon
 
 @pytest.mark.e2e
 def test_a_python_error_is_reported_with_rank_and_traceback_and_a_taken_port_is_replaced(tmp_path, index):
-    # a known optimizer whose package is not installed: the checks pass, every rank fails making it
-    prepared = prepared_for(tmp_path / "run", extra_args={"optim": "adamw_bnb_8bit"})
+    # rank 1 raises at its third step (the real trainer's error path: test_train_e2e.py's failing rank)
+    prepared = standin_for(tmp_path / "run", max_steps=50, knobs={"fail": "1:3"})
     taken = prepared.command.master_port
     with socket.socket() as s:
         s.bind(("127.0.0.1", taken))
@@ -401,8 +407,8 @@ def test_a_python_error_is_reported_with_rank_and_traceback_and_a_taken_port_is_
         st = mgr.start(prepared)
         assert st.master_port != taken and any(str(taken) in n for n in st.notes)
     st = ended(mgr, st.run_dir)
-    assert st.status == "failed" and st.failed_rank in (0, 1), st.message
-    assert "bitsandbytes" in st.message
-    assert any("Error" in line for line in st.error_lines)
+    assert st.status == "failed" and st.failed_rank == 1, st.message
+    assert "stand-in failure on rank 1 at step 3" in st.message
+    assert any("RuntimeError" in line for line in st.error_lines)
     assert str(st.master_port) in (Path(st.run_dir) / record.COMMAND_FILE).read_text()
     assert_nothing_left(st)
