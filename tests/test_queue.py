@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_until
+from helpers import standin_env, wait_until
 from test_runner import assert_nothing_left, ended, prepared_for
 from zeroboard.runs import dispatcher, manager as runner
 from zeroboard.runs.queue import Entry, Queue, blocked_by_earlier
@@ -89,9 +89,12 @@ def test_looks_at_once_start_one_dispatcher_and_none_while_one_serves(tmp_path):
 
 
 @pytest.mark.e2e
-def test_queued_jobs_run_one_at_a_time_in_order_and_outlive_a_killed_dispatcher(tmp_path, index):
+def test_queued_jobs_run_one_at_a_time_in_order_and_outlive_a_killed_dispatcher(tmp_path, index, monkeypatch):
+    # the ranks run the stand-in trainer: the dispatcher and the `zeroboard queue` it starts inherit this environment
+    for k, v in standin_env(step_s=0.1).items():
+        monkeypatch.setenv(k, v)
     mgr = runner.JobManager(index=index, grace_s=10)
-    first = mgr.start(prepared_for(tmp_path / "r0", max_steps=4))
+    first = mgr.start(prepared_for(tmp_path / "r0", max_steps=80))  # 8 s: it holds the CPU while the others queue
     with pytest.raises(runner.Busy):  # the plain Start still refuses
         mgr.start(prepared_for(tmp_path / "r1", max_steps=2))
     queued = [dispatcher.enqueue(mgr, prepared_for(tmp_path / f"r{i}", max_steps=2), "cli") for i in (1, 2, 3)]

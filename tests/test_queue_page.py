@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium as system_chromium, start_on_page, start_server, stop_jobs, stop_server, wait_until
+from helpers import chromium as system_chromium, standin_env, start_on_page, start_server, stop_jobs, stop_server, wait_until
 from test_browser import RUN_S, UI_S, fill, fill_after_load, status, step
 from zeroboard import words
 from zeroboard.job import command
@@ -66,7 +66,8 @@ def browser():
 def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_starts(browser, tmp_path):
     port = command.free_port()
     index = tmp_path / "runs.json"
-    server = start_server(port, index, tmp_path / "server.log", env={"ZEROBOARD_LANG": ""})
+    # the queue is the subject, not the training: the jobs this server starts run the stand-in trainer
+    server = start_server(port, index, tmp_path / "server.log", env={"ZEROBOARD_LANG": "", **standin_env(step_s=0.1)})
     try:
         context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US")
         pg = context.new_page()
