@@ -57,3 +57,11 @@ def demo() -> Path:
         subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], cwd=ROOT, check=True, timeout=900,
                        capture_output=True, text=True)
     return model
+
+
+@pytest.fixture(scope="session")
+def bank(tmp_path_factory, demo):
+    """The session's finished runs, each trained once when a test first asks (tests/bank.py): ``bank.get(name)``."""
+    from bank import Bank
+
+    return Bank(tmp_path_factory.mktemp("bank"), Path(os.environ["ZEROBOARD_RUNS_INDEX"]))

@@ -39,11 +39,9 @@ def last_bot(page, chat: str) -> str:
     return rows.last.inner_text().strip() if rows.count() else ""
 
 
-def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_path, demo):
-    index, run = tmp_path / "runs.json", tmp_path / "demo-identity"
-    trained = cli(index, "train", "examples/demo.yaml", f"--set=output_dir={run}", "--set=dataset=identity",
-                  "--set=max_steps=100", "--set=logging_steps=20")
-    assert trained.returncode == 0, trained.stderr[-3000:]
+def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_path, bank):
+    index = tmp_path / "runs.json"
+    run = bank.listed_in("lora_identity", index)  # the session's identity run, the only one this server lists
     asked = cli(index, "chat", str(run), "--base", "--cpu", "--prompt", Q, "--max-new-tokens", "128", "--json")
     assert asked.returncode == 0, asked.stderr[-3000:]
     base_answer = json.loads(asked.stdout.strip().splitlines()[-1])["text"].strip()
