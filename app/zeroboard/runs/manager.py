@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .. import files, words
-from ..job import command, folders, modelinfo, record, spec as specmod
+from ..job import command, folders, manifest, modelinfo, record, spec as specmod
 from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
@@ -125,7 +125,7 @@ class JobManager:
     def _record_outcome(self, st: JobState) -> None:
         """A run ended without its supervisor's last word: its own state.json says so from now on (written under
         the state's lock, which a live supervisor holds), and the index too (all that is left on a full disk)."""
-        st.files = [n for n in folders.listing(st.path) if n != record.STATE_RESERVE]  # (settle gives that room back)
+        st.files, st.written = manifest.at_end(st.path, st.output, settled=True)  # what it wrote, while it ran
         settle(st)
         try:
             self.registry.update(st.run_dir, outcome=st.to_json())
@@ -270,15 +270,16 @@ class JobManager:
             if own.kind == "foreign" or own.foreign:
                 raise folders.FolderTaken(say("check.output_foreign", path=str(out), files=", ".join(own.foreign[:4]),
                                               free=str(folders.free_dir_name(out)), why=own.why or ""))
-        run_id, created = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
+        claimed = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
         try:
-            return self._write_and_start(job, cmd, run, out, notes, source, run_id)
+            return self._write_and_start(job, cmd, run, out, notes, source, claimed)
         except BaseException:
-            folders.unclaim(run, created)
+            folders.unclaim(run, claimed)
             raise
 
     def _write_and_start(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
-                         source: str, run_id: str) -> subprocess.Popen:
+                         source: str, claimed: folders.Claim) -> subprocess.Popen:
+        run_id = claimed.run_id
         (out / record.STOP_REQUEST).unlink(missing_ok=True)  # a request of an earlier attempt is not this run's
         files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -288,7 +289,8 @@ class JobManager:
             "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
             "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
-            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job)}, indent=2) + "\n")
+            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job), "run_id": run_id, "run_dir": str(run),
+            "foreign": claimed.foreign}, indent=2) + "\n")  # foreign: what the folder held that is not the run's
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:

@@ -68,7 +68,9 @@ class JobState:
     events_offset: int = 0  # where this run's lines start in files an earlier attempt may have left
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
-    files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
+    files: list[str] | None = None  # the top-level names of what the run wrote (set when it ends)
+    written: list[str] | None = None  # every path the run wrote, relative to its folder (job.manifest); None: unknown
+    run_id: str = ""  # the id its folder's marker and the runs index hold
     executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
     kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
