@@ -186,7 +186,7 @@ def _owned(out: Path, run_id: str | None, names: list[str], state, entry: dict |
     if own.listed:
         found = [rel for rel in manifest.foreign(out, own) if rel.split("/", 1)[0] not in nodes]
     else:  # a run recorded before runs kept the list: its top-level names (a checkpoint is its own)
-        found = [n for n in names if n not in own and n not in nodes and not CHECKPOINT.match(n)]
+        found = [n for n in names if n not in own and n not in nodes and not CHECKPOINT.match(n) and not manifest.kept_copy(n)]
     return Ownership("owned", run_id, found, own=own)
 
 

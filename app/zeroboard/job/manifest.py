@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import files
 from . import record
 
 NODE_DIR = re.compile(r"^node-(\d+)$")  # node N's part of a job on several machines keeps its record here
@@ -127,7 +128,7 @@ def legacy(out: Path, state: dict, names: list[str]) -> Own:
     since = _first_event_time(Path(state.get("trainer_dir") or out)) or state.get("started")
     kept = set()
     for name in names:
-        if name in RECORDS:
+        if name in RECORDS or kept_copy(name):
             continue
         oldest = _oldest(out / name) if isinstance(since, (int, float)) else None
         if oldest is None or oldest >= since - SLACK_S:
@@ -135,9 +136,14 @@ def legacy(out: Path, state: dict, names: list[str]) -> Own:
     return Own(frozenset(), RECORDS | kept, listed=False)
 
 
+def kept_copy(rel: str) -> bool:
+    """A damaged record file kept aside for the user (``files.keep_aside``): not the run's, and no foreign file."""
+    return "/" not in rel and files.SUFFIX in rel and rel.split(files.SUFFIX, 1)[0] in RECORDS
+
+
 def _ours(rel: str) -> bool:
-    """Our temporary files in flight."""
-    return bool(OWN_TEMP.match(rel.rsplit("/", 1)[-1]))
+    """Our temporary files in flight, and the kept copies of damaged record files."""
+    return bool(OWN_TEMP.match(rel.rsplit("/", 1)[-1])) or kept_copy(rel)
 
 
 def foreign(out: Path, own: Own) -> list[str]:
@@ -183,7 +189,7 @@ def written(run: Path, until: float | None = None) -> list[str] | None:
         return None
     theirs = {str(p) for p in theirs}
     mine = [rel for rel in tree(run) if rel not in theirs and not any(a in theirs for a in ancestors(rel))
-            and rel != record.STATE_RESERVE]  # the reserve is given back as the end is written
+            and not kept_copy(rel) and rel != record.STATE_RESERVE]  # the reserve is given back as the end is written
     if until is None:
         return mine
     late, folders_ = set(), {}
@@ -210,7 +216,7 @@ def at_end(run: Path, output: Path | None = None, settled: bool = False) -> tupl
     until = last_sign_of_life(run, output or run) if settled else None
     paths = written(run, until)
     if paths is None:  # no note of the claim: everything there is taken for the run's, as before
-        return sorted(n for n in _names(run) if not OWN_TEMP.match(n) and n != record.STATE_RESERVE), None
+        return sorted(n for n in _names(run) if not OWN_TEMP.match(n) and not kept_copy(n) and n != record.STATE_RESERVE), None
     return sorted(p for p in paths if "/" not in p), paths
 
 

@@ -28,7 +28,7 @@ from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
 from . import executor, executors, outcome, stall
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, kept_aside, read_state, read_worker, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
 FOREIGN_POLL_S = 2.0
@@ -83,6 +83,7 @@ class JobManager:
             return st
         sup_alive = executor.supervisor_alive(entry.get("supervisor_pid"), entry.get("supervisor_ctime"))
         if st is None:
+            self._note_kept_aside(entry)
             if sup_alive:  # between the launch and the supervisor's first word
                 return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
                                 device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -100,7 +101,15 @@ class JobManager:
             settle(st)  # into its own state.json as soon as that disk has room (tried again at each look till then)
             return st
         run_dir = entry["run_dir"]
-        if st is None:  # it never wrote state.json: it could not start
+        if st is None and kept_aside(run_dir) is not None:  # its state.json was damaged: its events tell how it ended
+            st = JobState(run_dir=run_dir, source=entry.get("source", "page"), device_kind=entry.get("device_kind", "cpu"),
+                          devices=list(entry.get("devices", [])), started=entry.get("requested"),
+                          trainer_dir=entry.get("trainer_dir") or "", run_id=entry.get("run_id") or "")
+            evs = record.read_events(st.output / record.EVENTS_FILE)
+            st.notes.append(say("state.kept_aside_state", path=str(Path(run_dir) / record.STATE_FILE),
+                                aside=str(kept_aside(run_dir))))
+            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+        elif st is None:  # it never wrote state.json: it could not start
             log = outcome.tail_lines(Path(run_dir) / record.SUPERVISOR_LOG, 5)
             st = JobState(run_dir=run_dir, status="failed", source=entry.get("source", "page"),
                           device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -121,6 +130,25 @@ class JobManager:
             outcome.conclude(st, runner.final_code(st), [e for e in evs if e.get("time", 0) >= (st.started or 0)])
         self._record_outcome(st)
         return st
+
+    def _note_kept_aside(self, entry: dict) -> None:
+        """A run's state.json found damaged and kept aside: the index remembers the copy, for :meth:`problems`."""
+        aside = kept_aside(entry["run_dir"])
+        if aside is not None and entry.get("state_kept_aside") != str(aside):
+            try:
+                self.registry.update(entry["run_dir"], state_kept_aside=str(aside))
+            except RegistryError:
+                pass
+
+    def problems(self) -> list[Msg]:
+        """What a listing of the runs must say about their records: the index could not be read (or a damaged one
+        was kept aside), a run's state.json was kept aside -- each until its copy is removed."""
+        found = [p for p in (self.registry.problem(),) if p is not None]
+        for e in self.registry.entries():
+            aside = e.get("state_kept_aside")
+            if aside and Path(aside).exists():
+                found.append(say("state.kept_aside_state", path=str(Path(e["run_dir"]) / record.STATE_FILE), aside=aside))
+        return found
 
     def _record_outcome(self, st: JobState) -> None:
         """A run ended without its supervisor's last word: its own state.json says so from now on (written under

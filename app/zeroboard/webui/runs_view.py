@@ -106,6 +106,9 @@ def listing(manager: JobManager, filter_text: str = "", status: str = "", page: 
     now = time.time()
     count = text("runs.count", lang, shown=len(shown), total=len(every), page=page + 1, pages=pages) if every \
         else text("runs.none", lang)
+    problems = manager.problems()  # an index or a run's state that could not be read: said until dealt with
+    if problems:
+        count = "\n\n".join([*(f"**⚠ {html.escape(tr(p, lang))}**" for p in problems), count])
     return Listing([row(s, lang, now) for s in chunk], [s.run_dir for s in chunk], count, page,
                    [(workspace.shown(s.run_dir), s.run_dir) for s in every])
 
