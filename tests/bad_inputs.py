@@ -62,8 +62,7 @@ def run_lookalike(d: Path) -> Path:
 
 
 def finished_run(d: Path, index: Path) -> Path:
-    owned_run(d, index, files=["checkpoint-5", record.RESULT_FILE, "adapter_model.safetensors"])
-    (d / "checkpoint-5").mkdir()
+    owned_run(d, index, files=[f"checkpoint-5/{folders.CHECKPOINT_MARK}", record.RESULT_FILE, "adapter_model.safetensors"])
     (d / "checkpoint-5" / folders.CHECKPOINT_MARK).write_text("{}")
     (d / record.RESULT_FILE).write_text("{}")
     (d / "adapter_model.safetensors").write_text("weights")
@@ -97,6 +96,33 @@ def copied_run(t: Path) -> Path:
 def forged_marker(d: Path) -> Path:
     return folder_with(d, {record.OWNER_FILE: json.dumps({"run_id": "0" * 32, "folder": "/elsewhere"}),
                            "thesis.tex": "chapter 1\n"})
+
+
+def marked_folder(d: Path, run_id: str = "1" * 32, folder: Path | None = None, **records) -> Path:
+    """A user's folder holding a marker naming ``folder`` (this one by default), their thesis, and the record files
+    given (``state``, ``launch``: dicts, or text as written)."""
+    folder_with(d, {record.OWNER_FILE: json.dumps({"run_id": run_id, "folder": str((folder or d).resolve())}),
+                    "thesis.tex": "chapter 1\n"})
+    for kind, data in records.items():
+        name = {"state": record.STATE_FILE, "launch": record.LAUNCH_FILE}[kind]
+        (d / name).write_text(data if isinstance(data, str) else json.dumps(data))
+    return d
+
+
+def registered_run_copied(t: Path) -> Path:
+    """A run of this workspace's index, copied whole (marker, state and all) into a new folder beside it."""
+    d = owned_run(t / "orig", t / "runs.json", files=["adapter_model.safetensors"])
+    copy = t / "copied"
+    copy.mkdir()
+    for p in d.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    return copy
+
+
+def note_in_a_checkpoint(d: Path, index: Path) -> Path:
+    """A finished run, then a user's note put inside its checkpoint (a resume could rotate the checkpoint away)."""
+    (finished_run(d, index) / "checkpoint-5" / "notes.txt").write_text("mine\n")
+    return d
 
 
 def ds_file(d: Path, text: str | None = None, **fields) -> Path:
@@ -358,4 +384,26 @@ CASES = [
     ("sbatch --partition in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "--partition=x"})),
     ("a newline in an slurm_extra value", "slurm_extra",
      lambda t: s({"launcher": "slurm", "slurm_extra": "--comment=a\n#SBATCH --wrap=id"})),
+    # issue 31: foreign folders and forged markers
+    ("output: a marker naming this folder and no record of its run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "thesis")}, [t / "thesis"])),
+    ("output: a marker whose state names another run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "other", state={"run_id": "2" * 32, "run_dir": str((t / "other").resolve()),
+                                                                   "status": "finished"})}, [t / "other"])),
+    ("output: a marker and a state copied from another folder", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "cp", folder=t / "elsewhere",
+                                              state={"run_id": "1" * 32, "run_dir": str(t / "elsewhere"),
+                                                     "status": "finished"})}, [t / "cp"])),
+    ("output: a marker and a state that is not JSON", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "bad", state="{garbage")}, [t / "bad"])),
+    ("output: a marker and a state that is a list", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "lst", state="[1, 2]")}, [t / "lst"])),
+    ("output: a marker and a launch request of another run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "req", launch={"run_id": "3" * 32})}, [t / "req"])),
+    ("output: a marker and a launch request naming no run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "req0", launch={"foreign": []})}, [t / "req0"])),
+    ("output: a registered run copied whole into a new folder", "output_dir",
+     lambda t: s({"output_dir": registered_run_copied(t)}, [t / "copied", t / "orig"])),
+    ("resume: a file added inside a checkpoint of a finished run", "output_dir",
+     lambda t: s({"output_dir": note_in_a_checkpoint(t / "ck", t / "runs.json"), "resume": "true"}, [t / "ck"])),
 ]

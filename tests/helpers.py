@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from zeroboard.job import folders, record
+from zeroboard.job import folders, manifest, record
 from zeroboard.job.registry import Registry
 from zeroboard.runs.manager import JobManager
 from zeroboard.runs.state import JobState, write_state
@@ -132,14 +132,36 @@ def register(manager: JobManager, st: JobState) -> JobState:
 
 def owned_run(folder: Path, index: Path | None = None, files: list[str] | None = None) -> Path:
     """A run folder as ZeroBoard leaves it: claimed (its marker), registered in the index (the env's by default),
-    with a state.json that lists ``files`` (None: no listing, as after a run that never ended)."""
+    with a state.json that lists what the run wrote: ``files``, paths relative to the folder, made here (a path
+    ending in "/" a folder, any other a file holding "x" until the caller writes it), with their folders and the
+    record files (None: no list, as after a run that never ended)."""
     registry = Registry(index)
     with registry.locked():
-        run_id, _ = folders.claim(folder, registry)
+        claimed = folders.claim(folder, registry)
+        run_id = claimed.run_id
         registry.add({"run_dir": str(folder.resolve()), "run_id": run_id})
-    state = {"run_dir": str(folder.resolve()), "status": "finished"}
+    (folder / record.LAUNCH_FILE).write_text(json.dumps({"run_id": run_id, "run_dir": str(folder.resolve()),
+                                                         "foreign": claimed.foreign}))
+    state = {"run_dir": str(folder.resolve()), "status": "finished", "run_id": run_id}
+    (folder / record.STATE_FILE).write_text(json.dumps(state))
     if files is not None:
-        state["files"] = files
+        for rel in files:
+            path = folder / rel
+            if rel.endswith("/"):
+                path.mkdir(parents=True, exist_ok=True)
+            elif not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("x")
+        seal(folder)
+    return folder
+
+
+def seal(folder: Path) -> Path:
+    """List everything the run folder holds now as what the run wrote (``state.json``'s ``written`` and ``files``),
+    as its supervisor does when the run ends."""
+    state = json.loads((folder / record.STATE_FILE).read_text())
+    state["written"] = manifest.tree(folder)
+    state["files"] = sorted(p for p in state["written"] if "/" not in p)
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     return folder
 
@@ -147,8 +169,9 @@ def owned_run(folder: Path, index: Path | None = None, files: list[str] | None =
 def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, every: int = 5, status: str = "finished",
                   seed: int = 0, started: float | None = None, **job) -> Path:
     """A finished run as ZeroBoard leaves one, written directly (no training): its marker and index entry, the job
-    it asked for, its command, its plan, its events (a loss curve, the learning rate, speed, memory peaks), its log
-    and state.  For listings and comparisons of many runs (tests, benchmarks/runs_page.py)."""
+    it asked for, its request, its command, its plan, its events (a loss curve, the learning rate, speed, memory
+    peaks), its log and state (listing all it wrote).  For listings and comparisons of many runs (tests,
+    benchmarks/runs_page.py)."""
     import math
     import random
 
@@ -162,9 +185,13 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     spec_job.output_dir = str(folder)
     registry = Registry(index)
     with registry.locked():
-        run_id, _ = folders.claim(folder, registry)
+        claimed = folders.claim(folder, registry)
+        run_id = claimed.run_id
         registry.add({"run_dir": str(folder.resolve()), "run_id": run_id, "source": "page", "device_kind": "cpu",
                       "devices": [0, 1], "trainer_dir": str(folder.resolve())})
+    (folder / record.LAUNCH_FILE).write_text(json.dumps({  # the request, with what the claim found (a new folder: nothing)
+        "source": "page", "launcher": "torchrun", "index": str(registry.path), "trainer_dir": str(folder.resolve()),
+        "run_id": run_id, "run_dir": str(folder.resolve()), "foreign": claimed.foreign}))
     (folder / record.SPEC_FILE).write_text(spec.dump_yaml(spec_job))
     argv = ["torchrun", "--nproc_per_node", "2", "-m", "zeroboard.training.train", *spec.to_flags(spec.to_dict(spec_job))]
     cmd = cmdmod.Command(argv, {"CUDA_VISIBLE_DEVICES": ""}, str(REPO), None, "cpu", [0, 1], 29500)
@@ -191,11 +218,9 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     state = {"run_dir": str(folder.resolve()), "status": status, "source": "page", "device_kind": "cpu", "devices": [0, 1],
              "started": t0, "ended": t0 + steps * 0.1 + 2, "exit_code": 0,
              "message": {"key": f"run.{status}", "values": {}},
-             "trainer_dir": str(folder.resolve())}
+             "trainer_dir": str(folder.resolve()), "run_id": run_id}
     (folder / record.STATE_FILE).write_text(json.dumps(state))
-    state["files"] = folders.listing(folder)
-    (folder / record.STATE_FILE).write_text(json.dumps(state))
-    return folder
+    return seal(folder)
 
 
 def start_on_page(pg, index: Path, run_dir: Path, button: str = "#zb-start", lang: str = "en", wait_s: float = 900) -> None:

@@ -169,9 +169,7 @@ def test_bf16_on_an_old_gpu(job):
 
 
 def test_finished_run_is_not_overwritten(job, tmp_path):
-    out = owned_run(tmp_path / "out", files=["checkpoint-10", "adapter_model.safetensors"])
-    (out / "checkpoint-10").mkdir(parents=True)
-    (out / "checkpoint-10" / folders.CHECKPOINT_MARK).write_text("{}")
+    out = owned_run(tmp_path / "out", files=[f"checkpoint-10/{folders.CHECKPOINT_MARK}", "adapter_model.safetensors"])
     (out / record.COMMAND_FILE).write_text("{}")
     (out / record.RESULT_FILE).write_text("{}")
     (out / "adapter_model.safetensors").write_text("{}")

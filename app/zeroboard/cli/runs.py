@@ -24,7 +24,7 @@ from ..planner.record import measured_vs_estimate
 from ..runs import compare, summary
 from ..runs.manager import JobManager
 from ..runs.state import STATUSES
-from ..words import default_lang, headers, status as status_word, text
+from ..words import default_lang, headers, status as status_word, text, tr
 from .args import path
 
 
@@ -72,15 +72,22 @@ def resolve(mgr: JobManager, name: str, lang: str) -> str | None:
 
 
 def cmd_list(args) -> int:
+    """The runs.  Exits 1 while the runs index cannot be read, or a damaged index or run state kept aside is there
+    (the message says where; remove the copy once looked at)."""
     lang = default_lang()
-    every = summary.summaries(JobManager())
+    mgr = JobManager()
+    every = summary.summaries(mgr)
+    problems = mgr.problems()
+    for problem in problems:
+        print(tr(problem, lang), file=sys.stderr)
+    code = 1 if problems else 0
     shown = [s for s in every if summary.matches(s, args.filter or "", args.status or "", bool(args.archived))]
     if args.json:
         print(json.dumps([s.to_json() for s in shown], indent=2, ensure_ascii=False))
-        return 0
+        return code
     if not every:
         print(text("cli.no_runs", lang))
-        return 0
+        return code
     now = time.time()
     rows = [[workspace.shown(s.run_dir), status_word(s.status, lang), workspace.shown(s.model) if s.model else "-",
              f"LoRA r{s.lora_rank}" if s.lora_rank else s.method or "-", _setting(s),
@@ -92,7 +99,7 @@ def cmd_list(args) -> int:
     if rows:
         print(_table(head, rows))
     print(text("cli.runs_listed", lang, shown=len(shown), total=len(every)))
-    return 0
+    return code
 
 
 def cmd_compare(args) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import workspace
 from ..job import record, trackers
+from ..job.registry import RegistryError
 from ..runs import dispatcher, manager as runmgr
 from ..runs.queue import Queue
 from ..runs.state import JobState
@@ -141,7 +142,11 @@ def cmd_train(args) -> int:
             if not args.queue:
                 term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
                 return 3
-            st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
+            try:
+                st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
+            except RegistryError as e:  # the queue cannot be written (or read): nothing was queued
+                term.out(text("cli.not_started", lang, why=tr(e.args[0], lang)), err=True)
+                return 1
             if st is None:
                 return 0 if args.detach and not signals.got else 1
         except runmgr.StartError as e:
@@ -166,6 +171,8 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
     Ctrl-C while it waits takes it out of the queue."""
     entry = dispatcher.enqueue(mgr, prepared, "cli")
     q = Queue(mgr.index)
+    if (problem := q.problem()) is not None:  # a damaged queue was kept aside before this one was written
+        term.out(tr(problem, lang), err=True)
     position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
     term.out(text("cli.queued", lang, id=entry.id, position=position, why=tr(entry.why, lang)), err=True)
     if detach:

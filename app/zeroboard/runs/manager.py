@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 from .. import files, words
-from ..job import command, folders, modelinfo, record, spec as specmod
+from ..job import command, folders, manifest, modelinfo, record, spec as specmod
 from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
 from . import executor, executors, outcome, stall
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, kept_aside, read_state, read_worker, settle
 
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
 FOREIGN_POLL_S = 2.0
@@ -83,6 +83,7 @@ class JobManager:
             return st
         sup_alive = executor.supervisor_alive(entry.get("supervisor_pid"), entry.get("supervisor_ctime"))
         if st is None:
+            self._note_kept_aside(entry)
             if sup_alive:  # between the launch and the supervisor's first word
                 return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
                                 device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -100,7 +101,15 @@ class JobManager:
             settle(st)  # into its own state.json as soon as that disk has room (tried again at each look till then)
             return st
         run_dir = entry["run_dir"]
-        if st is None:  # it never wrote state.json: it could not start
+        if st is None and kept_aside(run_dir) is not None:  # its state.json was damaged: its events tell how it ended
+            st = JobState(run_dir=run_dir, source=entry.get("source", "page"), device_kind=entry.get("device_kind", "cpu"),
+                          devices=list(entry.get("devices", [])), started=entry.get("requested"),
+                          trainer_dir=entry.get("trainer_dir") or "", run_id=entry.get("run_id") or "")
+            evs = record.read_events(st.output / record.EVENTS_FILE)
+            st.notes.append(say("state.kept_aside_state", path=str(Path(run_dir) / record.STATE_FILE),
+                                aside=str(kept_aside(run_dir))))
+            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+        elif st is None:  # it never wrote state.json: it could not start
             log = outcome.tail_lines(Path(run_dir) / record.SUPERVISOR_LOG, 5)
             st = JobState(run_dir=run_dir, status="failed", source=entry.get("source", "page"),
                           device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -122,10 +131,29 @@ class JobManager:
         self._record_outcome(st)
         return st
 
+    def _note_kept_aside(self, entry: dict) -> None:
+        """A run's state.json found damaged and kept aside: the index remembers the copy, for :meth:`problems`."""
+        aside = kept_aside(entry["run_dir"])
+        if aside is not None and entry.get("state_kept_aside") != str(aside):
+            try:
+                self.registry.update(entry["run_dir"], state_kept_aside=str(aside))
+            except RegistryError:
+                pass
+
+    def problems(self) -> list[Msg]:
+        """What a listing of the runs must say about their records: the index could not be read (or a damaged one
+        was kept aside), a run's state.json was kept aside -- each until its copy is removed."""
+        found = [p for p in (self.registry.problem(),) if p is not None]
+        for e in self.registry.entries():
+            aside = e.get("state_kept_aside")
+            if aside and Path(aside).exists():
+                found.append(say("state.kept_aside_state", path=str(Path(e["run_dir"]) / record.STATE_FILE), aside=aside))
+        return found
+
     def _record_outcome(self, st: JobState) -> None:
         """A run ended without its supervisor's last word: its own state.json says so from now on (written under
         the state's lock, which a live supervisor holds), and the index too (all that is left on a full disk)."""
-        st.files = [n for n in folders.listing(st.path) if n != record.STATE_RESERVE]  # (settle gives that room back)
+        st.files, st.written = manifest.at_end(st.path, st.output, settled=True)  # what it wrote, while it ran
         settle(st)
         try:
             self.registry.update(st.run_dir, outcome=st.to_json())
@@ -270,15 +298,16 @@ class JobManager:
             if own.kind == "foreign" or own.foreign:
                 raise folders.FolderTaken(say("check.output_foreign", path=str(out), files=", ".join(own.foreign[:4]),
                                               free=str(folders.free_dir_name(out)), why=own.why or ""))
-        run_id, created = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
+        claimed = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
         try:
-            return self._write_and_start(job, cmd, run, out, notes, source, run_id)
+            return self._write_and_start(job, cmd, run, out, notes, source, claimed)
         except BaseException:
-            folders.unclaim(run, created)
+            folders.unclaim(run, claimed)
             raise
 
     def _write_and_start(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
-                         source: str, run_id: str) -> subprocess.Popen:
+                         source: str, claimed: folders.Claim) -> subprocess.Popen:
+        run_id = claimed.run_id
         (out / record.STOP_REQUEST).unlink(missing_ok=True)  # a request of an earlier attempt is not this run's
         files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -288,7 +317,8 @@ class JobManager:
             "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
             "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
-            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job)}, indent=2) + "\n")
+            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job), "run_id": run_id, "run_dir": str(run),
+            "foreign": claimed.foreign}, indent=2) + "\n")  # foreign: what the folder held that is not the run's
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:

@@ -68,7 +68,9 @@ class JobState:
     events_offset: int = 0  # where this run's lines start in files an earlier attempt may have left
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
-    files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
+    files: list[str] | None = None  # the top-level names of what the run wrote (set when it ends)
+    written: list[str] | None = None  # every path the run wrote, relative to its folder (job.manifest); None: unknown
+    run_id: str = ""  # the id its folder's marker and the runs index hold
     executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
     kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
@@ -110,12 +112,46 @@ def from_json(data: dict) -> JobState:
     return st
 
 
-def read_state(run_dir: str | Path) -> JobState | None:
+def _valid(data: object) -> bool:
     try:
-        data = json.loads((Path(run_dir) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        from_json(data)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        return False
+    return True
+
+
+def read_state(run_dir: str | Path, held: bool = False) -> JobState | None:
+    """The run's state; None when there is none or it cannot be read.  One that is not what a writer of it writes
+    is kept aside (:mod:`..files`) when no supervisor holds the state's lock (``held``: the caller holds it):
+    a live supervisor writes the truth over it at its next save."""
+    path = Path(run_dir) / STATE_FILE
+    try:
+        data = files.load_state(path, _valid)
+    except files.CannotRead:
         return None
-    return from_json(data) if isinstance(data, dict) else None
+    except files.Garbage:
+        _keep_aside(path, held)
+        return None
+    return from_json(data) if data is not None else None
+
+
+def _keep_aside(path: Path, held: bool) -> None:
+    with contextlib.nullcontext(True) if held else writer_gone(path.parent) as free:
+        if not free:
+            return
+        try:
+            files.load_state(path, _valid)
+        except files.Garbage:  # still: no write of a writer was under way
+            with contextlib.suppress(OSError):
+                files.keep_aside(path)
+        except files.CannotRead:
+            pass
+
+
+def kept_aside(run_dir: str | Path) -> Path | None:
+    """The latest copy of the run's state.json kept aside as unreadable, if any."""
+    found = files.kept(Path(run_dir) / STATE_FILE)
+    return found[-1] if found else None
 
 
 def read_worker(run_dir: str | Path) -> dict:
@@ -184,7 +220,7 @@ def settle(state: JobState) -> bool:
     with writer_gone(state.path) as free:
         if not free:
             return False
-        now = read_state(state.path)
+        now = read_state(state.path, held=True)  # a damaged one is kept aside before this write
         if now is not None and not now.active:
             return True  # its last word arrived after all
         release_reserve(state.path)  # the room its writer set aside, for this very write

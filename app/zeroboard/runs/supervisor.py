@@ -35,7 +35,7 @@ from pathlib import Path
 import psutil
 
 from .. import files
-from ..job import folders, record
+from ..job import manifest, record
 from ..job.registry import Registry
 from ..words import Msg, from_json, say
 from . import executors, outcome, stall
@@ -65,7 +65,7 @@ class Supervisor:
                               grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
                               node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])],
-                              kind=launch.get("kind", "train"))
+                              kind=launch.get("kind", "train"), run_id=launch.get("run_id", ""))
         self.stall = stall.Watch(launch.get("stall"))
         self.executor = executors.for_command(self.cmd)
         self.state.executor = self.executor.name
@@ -167,7 +167,7 @@ class Supervisor:
         when the run ended for a disk error or state.json could not take it (from there, the next look writes it
         into state.json)."""
         release_reserve(self.run)
-        self.state.files = folders.listing(self.run)  # from now on, the run folder's own files
+        self.state.files, self.state.written = manifest.at_end(self.run)  # what the run wrote: its own files from now on
         written = False
         try:
             write_state(self.state)

@@ -33,6 +33,18 @@ WORDS: dict[str, tuple[str, str]] = {
         " — its marker was written for {folder} (a copy of another run's folder)",
         " —— 其中的标记是为 {folder} 写的(这是另一个运行目录的副本)",
     ),
+    "check.folder_no_state": (
+        " — it holds a run marker (zeroboard_run.json) but no record of that run ({file}), so it is not a run folder",
+        " —— 其中有运行标记(zeroboard_run.json),却没有这次运行的记录({file}),所以它不是运行目录",
+    ),
+    "check.folder_state_other": (
+        " — its marker and its run's record name different runs (the record names {run_id})",
+        " —— 其中的标记与运行记录指向不同的运行(记录中是 {run_id})",
+    ),
+    "check.folder_state_unreadable": (
+        " — its run's record ({file}) cannot be read, so nothing says the marker is this folder's",
+        " —— 其中的运行记录({file})无法读取,无从确认标记属于这个目录",
+    ),
     # who holds the devices (runs.manager)
     "run.busy_other": (
         "These devices are in use by a job of another workspace (user {user}). Wait for it to end, or pick other devices.",
