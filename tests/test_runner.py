@@ -296,6 +296,28 @@ def test_an_end_only_the_index_could_take_reaches_state_json_at_a_later_look(tmp
     assert "full" in read_state(run).message and not (run / record.STATE_RESERVE).exists()
 
 
+def test_another_workspaces_cpu_job_holds_the_cpu_unless_the_cpu_is_shared(tmp_path, monkeypatch):
+    """The device guard sees a trainer no index of this workspace knows (a real process whose command line is a
+    trainer's); ZEROBOARD_CPU_SHARED lets CPU jobs of two workspaces run side by side, never into one folder."""
+    import subprocess
+    import sys
+
+    theirs = (tmp_path / "theirs").resolve()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", command.TRAINER_MODULE,
+                              "--output_dir", str(theirs)], env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        wait_for(lambda: any(out == theirs for _, out in processes.live_trainers()), 30, "the other trainer to show")
+        monkeypatch.delenv(executor.CPU_SHARED_ENV, raising=False)
+        busy = executor.foreign_holder("cpu", [0, 1], (tmp_path / "mine").resolve(), 0, set(), False)
+        assert busy is not None and busy.key == "run.busy_other"
+        monkeypatch.setenv(executor.CPU_SHARED_ENV, "1")
+        assert executor.foreign_holder("cpu", [0, 1], (tmp_path / "mine").resolve(), 0, set(), False) is None
+        assert executor.foreign_holder("cpu", [0, 1], theirs, 0, set(), False).key == "run.busy_other_folder"
+    finally:
+        other.kill()
+        other.wait()
+
+
 # --- end to end: real launcher processes (torchrun, the supervisor), ranks running the stand-in trainer ----------
 
 
