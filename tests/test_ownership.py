@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from helpers import owned_run, wait_until
-from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
+from test_runner import assert_nothing_left, ended, first_log_event, prepared_for, standin_for
 from zeroboard.job import folders, record
 from zeroboard.job.registry import Registry
 from zeroboard.runs import housekeeping, manager as runner, processes
@@ -230,7 +230,7 @@ def test_a_start_that_fails_midway_leaves_no_folder_behind(tmp_path, index, monk
 @pytest.mark.e2e
 def test_a_started_run_is_marked_and_registered_with_one_id(tmp_path, index):
     mgr = runner.JobManager(index=index)
-    st = ended(mgr, mgr.start(prepared_for(tmp_path / "run", max_steps=2)).run_dir)
+    st = ended(mgr, mgr.start(standin_for(tmp_path / "run", max_steps=2)).run_dir)  # (the stand-in trainer)
     assert st.status == "finished", st.message
     run_id = folders.marker(Path(st.run_dir))["run_id"]
     assert Registry(index).entry(st.run_dir)["run_id"] == run_id
@@ -277,7 +277,7 @@ def test_nobody_settles_a_run_whose_supervisor_holds_the_lock(tmp_path):
 @pytest.mark.e2e
 def test_a_run_killed_whole_is_recorded_as_ended_in_its_own_state(tmp_path, index):
     mgr = runner.JobManager(index=index, grace_s=10)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000, logging_steps=1))
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=5000, logging_steps=1))  # (the stand-in trainer)
     first_log_event(st.run_dir)
     st = mgr.state(st.run_dir)
     victims = [psutil.Process(st.supervisor_pid), *processes.job_processes(st)]
