@@ -35,7 +35,11 @@ Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
 Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
-Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
+# auto/chat: the tokenizer's own; plain: ZeroBoard's; the rest: LLaMA-Factory's templates of those names (data.chat)
+Template = Literal["auto", "chat", "plain", "default", "empty", "alpaca", "vicuna", "chatml", "qwen", "qwen3",
+                   "qwen3_nothink", "llama2", "llama3", "mistral", "ministral", "gemma", "gemma3", "phi", "phi4",
+                   "granite3", "smollm", "smollm2", "starchat", "yi", "zephyr", "deepseek"]
+MixStrategy = Literal["concat", "interleave_under", "interleave_over", "interleave_once"]
 OnOff = Literal["auto", "on", "off"]
 Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
@@ -71,6 +75,8 @@ class JobSpec:
     # --- data ------------------------------------------------------------------
     dataset_dir: str = _f(DEMO_DATA_DIR, "data", to=own("data"))
     dataset: list[str] = _f(["identity", "demo_alpaca"], "data", to=own("data"))
+    mix_strategy: MixStrategy = _f("concat", "data", to=own("data"))
+    interleave_probs: list[float] = _f([], "data", to=own("data"))
     template: Template = _f("auto", "data", to=own("data"))
     cutoff_len: int = _f(128, "data", to=own("data"))
     truncation: Truncation = _f("proportional", "data", to=own("data"))
@@ -78,6 +84,7 @@ class JobSpec:
     val_size: float = _f(0.0, "data", to=own("data"))
     eval_dataset: list[str] = _f([], "data", to=own("data"))
     preprocessing_num_workers: int = _f(0, "data", to=own("data"))
+    dataloader_num_workers: int = _f(0, "data", to=trainer("dataloader_num_workers", value=mapping.dataloader_workers))
     overwrite_cache: bool = _f(False, "data", to=own("data"))
     # --- hyperparameters -------------------------------------------------------
     learning_rate: float = _f(5e-5, "train", to=trainer("learning_rate"))
@@ -247,11 +254,11 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError(say("spec.list", got=_shown(value)))
         if len(value) > MAX_ITEMS:
             raise ValueError(say("spec.too_many", n=len(value), limit=MAX_ITEMS))
-        if item is int:
+        if item in (int, float):
             try:
-                return [_number(name, v, whole=True) for v in value]
+                return [_number(name, v, whole=item is int) for v in value]
             except ValueError:
-                raise ValueError(say("spec.int_list", got=_shown(value))) from None
+                raise ValueError(say("spec.int_list" if item is int else "spec.number_list", got=_shown(value))) from None
         if any(isinstance(v, (dict, list)) for v in value):
             raise ValueError(say("spec.list_of_text", got=_shown(value)))
         return [t for t in (_text(v) for v in value) if t]

@@ -261,11 +261,15 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
             if src.load_from != "file":
                 out.append(text("page.samples_hub", lang, name=html.escape(name), where=html.escape(src.where)))
                 continue
-            chats = convert.chats(src, records.head(src, n))
+            skipped: list = []
+            chats = convert.chats(src, records.head(src, n), skipped=skipped)
         except DataError as e:
             out.append(f"**{text('page.error', lang)}** {html.escape(name)}: {html.escape(tr(e.args[0], lang))}")
             continue
         out.append(text("page.samples_first", lang, name=html.escape(name), path=html.escape(src.where), shown=len(chats)))
+        if skipped:  # the records LLaMA-Factory skips: left out of training too, the first one named
+            i, why = skipped[0]
+            out.append("> " + html.escape(tr(say("data.skipped_shown", n=len(skipped), i=i, why=why), lang)))
         if src.unknown:
             out.append("> " + html.escape(tr(say("data.unknown_keys", name=name, keys=", ".join(src.unknown)), lang)))
         for c in chats:
