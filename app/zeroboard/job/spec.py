@@ -27,7 +27,7 @@ import yaml
 
 from .. import safeload
 from ..words import Msg, help_text as _help, say
-from . import mapping
+from . import lfcompat, mapping
 from .mapping import own, trainer
 
 FinetuningType = Literal["lora", "full"]
@@ -296,22 +296,23 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def from_dict(data: dict[str, Any]) -> JobSpec:
-    """Build a spec from a mapping, converting types; unknown keys are errors."""
-    problems: dict[str, Msg] = {}
+def from_dict(data: dict[str, Any], notes: dict[str, Msg] | None = None) -> JobSpec:
+    """Build a spec from a mapping, converting types; unknown keys are errors.
+
+    LLaMA-Factory's keys are read as :mod:`.lfcompat`'s table says (``bf16: true`` is ``precision: bf16``, ...);
+    ``notes`` collects its one-line notes (keys accepted with no effect here, defaults taken), by key."""
+    read = lfcompat.translate(data, FIELDS)
+    problems: dict[str, Msg] = dict(read.problems)
     values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in FIELDS:
-            key = _shown(key) if not isinstance(key, str) or len(key) > 80 else key
-            close = [n for n in FIELDS if str(key).replace("-", "_") == n or str(key) in n]
-            problems[key] = say("spec.unknown_near", near=close[0]) if close else say("spec.unknown")
-            continue
+    for key, value in read.values.items():
         try:
             values[key] = coerce(key, value)
         except ValueError as e:
             problems[key] = e.args[0]
     if problems:
         raise SpecError(problems)
+    if notes is not None:
+        notes.update(read.notes)
     return JobSpec(**values)
 
 
@@ -325,8 +326,9 @@ def changed(spec: JobSpec) -> dict[str, Any]:
     return {k: v for k, v in to_dict(spec).items() if base[k] != v}
 
 
-def load_yaml(path: str | Path) -> JobSpec:
-    """Read a job file. Raises SpecError naming the file when it cannot be used."""
+def load_yaml(path: str | Path, notes: dict[str, Msg] | None = None) -> JobSpec:
+    """Read a job file (ours, or LLaMA-Factory's: ``notes`` collects what it says of it). Raises SpecError naming the
+    file when it cannot be used."""
     p = Path(path)
     try:
         text = safeload.read_text(p, safeload.JOB)
@@ -334,11 +336,11 @@ def load_yaml(path: str | Path) -> JobSpec:
         raise SpecError({"file": say("spec.unsafe", path=str(p), why=say(e.key, **e.values))}) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError({"file": say("spec.cannot_read", path=str(p), why=getattr(e, "strerror", None) or str(e))}) from None
-    return loads_yaml(text, source=str(p))
+    return loads_yaml(text, source=str(p), notes=notes)
 
 
-def loads_yaml(text: str, source: str = "job") -> JobSpec:
-    return from_dict(read_mapping(text, source))
+def loads_yaml(text: str, source: str = "job", notes: dict[str, Msg] | None = None) -> JobSpec:
+    return from_dict(read_mapping(text, source), notes)
 
 
 def read_mapping(text: str, source: str = "job") -> dict:
@@ -361,11 +363,11 @@ def dump_yaml(spec: JobSpec, full: bool = True) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def load_job(path: str | Path | None) -> JobSpec:
+def load_job(path: str | Path | None, notes: dict[str, Msg] | None = None) -> JobSpec:
     """A job file, or with none the offline demo's job (``examples/demo.yaml``, else the defaults)."""
     if path is None:
         return load_yaml(DEMO_JOB) if Path(DEMO_JOB).is_file() else JobSpec()
-    return load_yaml(path)
+    return load_yaml(path, notes)
 
 
 def apply_overrides(job: JobSpec, pairs: list[str]) -> JobSpec:

@@ -229,12 +229,15 @@ def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
     if not (path or "").strip() or not ws.readable(path.strip()):
         return None, text("page.not_loaded", lang, path=path, why=text("check.read_outside", lang, path=path,
                                                                        roots=ws.describe()))
+    notes: dict[str, Msg] = {}
     try:
-        job = spec.load_yaml(ws.path(path.strip()))
+        job = spec.load_yaml(ws.path(path.strip()), notes)
     except spec.SpecError as e:
         problems = "; ".join(f"{k}: {tr(v, lang)}" for k, v in e.problems.items())
         return None, text("page.not_loaded", lang, path=path, why=problems)
-    return spec_to_form(job), text("page.loaded", lang, path=path)
+    said = "".join(f"\n- **{text('check.note_word', lang)}** {html.escape(k)}: {html.escape(tr(v, lang))}"
+                   for k, v in notes.items())  # what a LLaMA-Factory file's keys became here
+    return spec_to_form(job), text("page.loaded", lang, path=path) + ("\n" + said if said else "")
 
 
 # --- dataset preview -------------------------------------------------------------------
