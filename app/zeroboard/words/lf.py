@@ -3,23 +3,23 @@
 WORDS: dict[str, tuple[str, str]] = {
     # refusals
     "lf.stage_pt": (
-        "stage {stage} (pre-training on raw text) is not trained here yet: ZeroBoard trains supervised fine-tuning "
+        "{stage} (pre-training on raw text) is not trained here yet: ZeroBoard trains supervised fine-tuning "
         "(stage: sft)",
-        "stage {stage}(在原始文本上预训练)这里还不支持:ZeroBoard 训练的是监督微调(stage: sft)",
+        "{stage}(在原始文本上预训练)这里还不支持:ZeroBoard 训练的是监督微调(stage: sft)",
     ),
     "lf.stage_pref": (
-        "stage {stage} trains on preference data (chosen/rejected pairs or kto labels), which ZeroBoard does not "
+        "{stage} trains on preference data (chosen/rejected pairs or kto labels), which ZeroBoard does not "
         "train yet: it trains supervised fine-tuning (stage: sft)",
-        "stage {stage} 在偏好数据(chosen/rejected 对或 kto 标签)上训练,ZeroBoard 还不支持:它训练的是监督微调(stage: sft)",
+        "{stage} 在偏好数据(chosen/rejected 对或 kto 标签)上训练,ZeroBoard 还不支持:它训练的是监督微调(stage: sft)",
     ),
     "lf.stage_ppo": (
-        "stage ppo (reinforcement learning with a reward model) is not trained here: ZeroBoard trains supervised "
+        "ppo (reinforcement learning with a reward model) is not trained here: ZeroBoard trains supervised "
         "fine-tuning (stage: sft)",
-        "stage ppo(用奖励模型做强化学习)这里不支持:ZeroBoard 训练的是监督微调(stage: sft)",
+        "ppo(用奖励模型做强化学习)这里不支持:ZeroBoard 训练的是监督微调(stage: sft)",
     ),
     "lf.do_train_off": (
-        "do_train: false asks for no training; a ZeroBoard job trains (remove the key, or set it to true)",
-        "do_train: false 表示不训练;ZeroBoard 的任务就是训练(删掉这个键,或设为 true)",
+        "false asks for no training; a ZeroBoard job trains (remove the key, or set it to true)",
+        "false 表示不训练;ZeroBoard 的任务就是训练(删掉这个键,或设为 true)",
     ),
     "lf.per_epoch": (
         "{value} has no equivalent here: ZeroBoard evaluates, saves and logs every N steps ({field}); use "
@@ -27,44 +27,44 @@ WORDS: dict[str, tuple[str, str]] = {
         "{value} 在这里没有对应:ZeroBoard 按步数({field})评估、保存和记录;请用 steps 或 no",
     ),
     "lf.warmup_ratio": (
-        "warmup_ratio must be a ratio from 0 up to (not including) 1 (got {value})",
-        "warmup_ratio 必须是 0 到 1(不含 1)之间的比例(当前为 {value})",
+        "must be a ratio from 0 up to (not including) 1 (got {value})",
+        "必须是 0 到 1(不含 1)之间的比例(当前为 {value})",
     ),
     "lf.resume_elsewhere": (
-        "resume_from_checkpoint {value}: ZeroBoard resumes from the last complete checkpoint of output_dir ({output}); "
+        "{value}: ZeroBoard resumes from the last complete checkpoint of output_dir ({output}); "
         "point output_dir at the run that holds that checkpoint",
-        "resume_from_checkpoint {value}:ZeroBoard 从 output_dir({output})中最后一个完整的检查点继续;"
+        "{value}:ZeroBoard 从 output_dir({output})中最后一个完整的检查点继续;"
         "请让 output_dir 指向含有该检查点的运行目录",
     ),
     "lf.report_many": (
-        "report_to {value}: one tracker per run here (none, tensorboard, wandb, mlflow or swanlab)",
-        "report_to {value}:这里每次运行只用一个跟踪工具(none、tensorboard、wandb、mlflow 或 swanlab)",
+        "{value}: one tracker per run here (none, tensorboard, wandb, mlflow or swanlab)",
+        "{value}:这里每次运行只用一个跟踪工具(none、tensorboard、wandb、mlflow 或 swanlab)",
     ),
     "lf.remote_data": (
-        "dataset_dir {value} is a data folder on the hub, which is not read from here: download it and give its folder",
-        "dataset_dir {value} 是 hub 上的数据目录,这里不直接读取:请先下载,再填写它的目录",
+        "{value} is a data folder on the hub, which is not read from here: download it and give its folder",
+        "{value} 是 hub 上的数据目录,这里不直接读取:请先下载,再填写它的目录",
     ),
     "lf.finetuning_type": (
-        "finetuning_type {value} is not trained here: use lora or full",
-        "这里不支持 finetuning_type {value}:请用 lora 或 full",
+        "{value} is not trained here: use lora or full",
+        "这里不支持 {value}:请用 lora 或 full",
     ),
     "lf.flash_attn": (
-        "flash_attn {value} has no equivalent here (one of {options}: read as attn_implementation)",
-        "flash_attn {value} 在这里没有对应(可用 {options},对应 attn_implementation)",
+        "{value} has no equivalent here (one of {options}: read as attn_implementation)",
+        "{value} 在这里没有对应(可用 {options},对应 attn_implementation)",
     ),
     "lf.enable_thinking": (
-        "enable_thinking: false (thoughts removed from the answers) is not supported yet; with a reasoning template "
+        "false (thoughts removed from the answers) is not supported yet; with a reasoning template "
         "the answers are trained as they are, an empty thought added where they have none",
-        "还不支持 enable_thinking: false(从回答中去掉思考);使用推理模板时,回答按原样训练,没有思考的回答会加上空的思考",
+        "设为 false(从回答中去掉思考)还不支持;使用推理模板时,回答按原样训练,没有思考的回答会加上空的思考",
     ),
     "lf.unsupported": (
         "no equivalent in ZeroBoard yet (got {value}); remove it to train without it",
         "在 ZeroBoard 中还没有对应(当前为 {value});删掉它即可不用它训练",
     ),
     "lf.quantization": (
-        "quantization_bit {value}: QLoRA (training on a quantized model) is not supported yet; remove it to train "
+        "{value}: QLoRA (training on a quantized model) is not supported yet; remove it to train "
         "LoRA on the full-precision model",
-        "quantization_bit {value}:还不支持 QLoRA(在量化模型上训练);删掉它即可在全精度模型上训练 LoRA",
+        "{value}:还不支持 QLoRA(在量化模型上训练);删掉它即可在全精度模型上训练 LoRA",
     ),
     "lf.token_in_file": (
         "a secret does not belong in the job file (it is saved with the run); set it in the environment "
@@ -76,8 +76,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "带生成的预测不是这里的训练任务;请在训练后与结果对话",
     ),
     "lf.streaming": (
-        "streaming: true is not needed here: the datasets are memory-mapped, any size, without streaming; remove it",
-        "这里不需要 streaming: true:数据集以内存映射读取,任何大小都无需流式;请删掉它",
+        "true is not needed here: the datasets are memory-mapped, any size, without streaming; remove it",
+        "设为 true 在这里没有必要:数据集以内存映射读取,任何大小都无需流式;请删掉它",
     ),
     "lf.fp8": ("fp8 training is not supported yet; remove fp8", "还不支持 fp8 训练;请删掉 fp8"),
     "lf.conflict": (
@@ -95,9 +95,9 @@ WORDS: dict[str, tuple[str, str]] = {
         "这是 LLaMA-Factory 的文件:它没写的键按 LLaMA-Factory {version} 的默认值(与 ZeroBoard 不同之处):{values}",
     ),
     "lf.template_own": (
-        "template {name}: ZeroBoard does not write LLaMA-Factory's {name} itself; the tokenizer's own chat template "
+        "{name}: ZeroBoard does not write LLaMA-Factory's {name} itself; the tokenizer's own chat template "
         "is used (template: chat), so the tokens may differ from LLaMA-Factory's",
-        "template {name}:ZeroBoard 不自己写 LLaMA-Factory 的 {name} 模板,而使用分词器自带的对话模板(template: chat),"
+        "{name}:ZeroBoard 不自己写 LLaMA-Factory 的 {name} 模板,而使用分词器自带的对话模板(template: chat),"
         "因此 token 可能与 LLaMA-Factory 不同",
     ),
     "lf.packing_neat": (
