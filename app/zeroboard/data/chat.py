@@ -85,14 +85,16 @@ def _answer(t: Turns, content: str) -> str:
 def _jinja(t: Turns) -> str:
     """The chat template of ``t``: system (or the default) plus the tool text, then the turns."""
     pre, _, post = t.system.partition("{c}")
-    opening = "{%- set opening = (" + json.dumps(pre) + " ~ system ~ " + json.dumps(post) + ") if system else '' -%}"
+    opening = "{%- set opening = (" + json.dumps(pre) + " ~ system ~ " + json.dumps(post) + ") if given else '' -%}"
     fused = "(opening if loop.first else '') ~ " if t.fused_system else ""
+    # as LLaMA-Factory: a system turn when there is a system prompt or the record has tools, even an empty list of them
     return (toolfmt.FORMATS[t.tools] +
             "{%- set has_system = messages and messages[0]['role'] == 'system' -%}"
             "{%- set system = (messages[0]['content'] if has_system else '') or " + json.dumps(t.default_system) + " -%}"
+            "{%- set given = system or (tools|default(none))!=none -%}"
             "{%- if tools -%}{%- set system = system ~ tool_text(tools) -%}{%- endif -%}"
             + ("{{- bos_token -}}" if t.bos else "")
-            + (opening if t.fused_system else "{%- if system -%}" + _expr(t.system, "system") + "{%- endif -%}")
+            + (opening if t.fused_system else "{%- if given -%}" + _expr(t.system, "system") + "{%- endif -%}")
             + "{%- for m in (messages[1:] if has_system else messages) -%}"
             "{%- if m['role'] == 'assistant' and m.tool_calls -%}"
             + _expr(t.call or t.assistant, _answer(t, "(m['content'] or '') ~ calls(m)"))
@@ -296,5 +298,5 @@ def render_template(conv: Conversation, template: str, special: dict[str, str], 
                     tools=None) -> str:
     """A chat template applied as transformers applies it (a sandboxed Jinja environment, the special tokens as
     variables)."""
-    extra = {"tools": tools} if tools else {}
+    extra = {"tools": tools} if tools is not None else {}  # an empty list too: a named template writes its system turn
     return _compiled(template).render(messages=conv, add_generation_prompt=add_generation_prompt, **special, **extra)

@@ -171,6 +171,8 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         phases["tokenize"] += time.time() - t
         read += len(raw)
     ds = mix(parts, job)
+    if job.mix_strategy != "concat" and len(parts) > 1:  # the draw is an index over the parts: written out in order
+        ds = ds.flatten_indices(cache_file_name=str(staging / "mixed.arrow"), new_fingerprint=f"{out.name}-mixed")
     learned = ds.data.column("learned").to_numpy()
     problem = np.asarray(ds.data.column("problem").to_pylist(), dtype=object) != ""
     full = ds.data.column("full_length").to_numpy()
@@ -194,7 +196,7 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     phases["save"] = time.time() - t
     info["seconds"] = round(time.time() - t0, 3)
     info["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
-    for p in staging.glob("map-*"):
+    for p in [*staging.glob("map-*"), *staging.glob("mixed*")]:
         p.unlink()
     files.write_text_atomic(staging / "info.json", json.dumps(info, indent=1) + "\n")
     if out.exists() and not job.overwrite_cache:  # another process (a node sharing the cache) built it meanwhile
