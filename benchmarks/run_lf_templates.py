@@ -11,6 +11,12 @@ A job: ``{"id", "tokenizer", "data_dir", "datasets": [...], "template", "cutoff_
 ``{"job", "dataset", "input_ids", "labels"}``, dataset by dataset in the order of its records (a merged job: the
 rows of the mixed training set, in its order, under the dataset name ``merged``).  A job LLaMA-Factory refuses
 writes ``{"job", "error"}``.
+
+The venv, outside any repository, as made for benchmarks/results/lf_templates.json:
+``python3 -m venv /work/lfvenv && /work/lfvenv/bin/pip install llamafactory==0.9.5 torch==2.13.0`` (the CPU wheel;
+transformers 5.6.0 and datasets 4.0.0 come with it), then ``pip uninstall torchvision`` (its wheel is built for
+another torch and breaks transformers' imports) and torchaudio's compiled libraries moved out of its package
+(LLaMA-Factory's data module imports torchaudio; nothing here reads audio).
 """
 
 from __future__ import annotations
