@@ -117,3 +117,28 @@ def test_its_preference_dataset_is_refused_as_preference_data(in_checkout, capsy
     assert cli_main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "dpo_en_demo" in err and "preference data" in err and "media" not in err
+
+
+def test_the_page_loads_an_example_with_its_notes(in_checkout):
+    from zeroboard.webui import handlers
+
+    values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)))
+    assert values is not None and values["precision"] == "bf16" and values["template"] == "qwen3_nothink"
+    assert "plot_loss" in message and "LLaMA-Factory 0.9.5" in message
+    _, zh = handlers.load_args(str(as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)), "zh")
+    assert "不需要,运行页会画出 loss" in zh
+    values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_dpo.yaml", in_checkout)))
+    assert values is None and "stage" in message and "preference data" in message
+
+
+def test_the_data_preview_names_the_records_llamafactory_skips(in_checkout):
+    import json
+
+    from zeroboard.webui import handlers
+
+    turns = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
+    (in_checkout / "data" / "odd.json").write_text(json.dumps([{"conversations": turns},
+                                                               {"conversations": turns[:1]},
+                                                               {"conversations": [turns[1], turns[0]]}]))
+    shown = handlers.dataset_preview("data", "odd.json", n=3)
+    assert "2 of these records skipped" in shown and "record 1" in shown and "the last one not an answer" in shown

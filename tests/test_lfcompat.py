@@ -199,6 +199,11 @@ def test_an_unknown_key_gets_the_nearest_name_of_ours_or_llamafactorys(key, near
         assert ("precision" if near == "bf16" else "warmup_steps") in msg
 
 
+def test_set_takes_llamafactorys_names_over_a_job():
+    job = spec.apply_overrides(spec.JobSpec(precision="fp32"), ["bf16=true", "warmup_ratio=0.05", "ddp_timeout=60"])
+    assert (job.precision, job.warmup_steps, job.extra_args) == ("bf16", 0.05, {"ddp_timeout": 60})
+
+
 def test_a_key_of_nobody_is_unknown():
     assert problems({"zzz_nothing_like_it": 1})["zzz_nothing_like_it"] == "unknown option"
 

@@ -58,7 +58,7 @@ def translate(data: dict, fields: Collection[str]) -> Translated:
             out.problems[key] = unknown(key, fields)
             continue
         try:
-            sets, note = rule.apply(key, value, data)
+            sets, note = rule.apply(key, value if rule.kind != "trainer" else _typed(key, value), data)
         except Refused as e:
             out.problems[key] = e.args[0]
             continue
@@ -103,6 +103,27 @@ def _lf_defaults(out: Translated) -> None:
     if out.defaults:
         out.notes[NOTE_KEY] = say("lf.defaults", version=LF_VERSION,
                                   values=", ".join(f"{k} {v}" for k, v in out.defaults.items()))
+
+
+def _typed(key: str, value: Any) -> Any:
+    """A TrainingArguments value given as text (``--set ddp_timeout=60``, a form) as the kind the argument takes."""
+    kind = modelinfo.training_arguments().get(key, {}).get("kind") if isinstance(value, str) else None
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+    except ValueError:
+        return value  # the checks say what it should be
+    if kind == "bool" and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
+def field_of(key: str) -> str | None:
+    """The job field a LLaMA-Factory key of another name sets (``bf16`` -> ``precision``), else None."""
+    rule = TABLE.get(key)
+    return rule.field if rule is not None and rule.kind == "field" and rule.field and rule.field != key else None
 
 
 def _trainer_names() -> frozenset[str]:

@@ -377,6 +377,7 @@ def apply_overrides(job: JobSpec, pairs: list[str]) -> JobSpec:
         key, eq, value = pair.partition("=")
         if not eq:
             raise SpecError({key: say("spec.override_form")})
+        data.pop(lfcompat.field_of(key.strip()), None)  # --set bf16=true replaces the job's precision
         data[key.strip()] = value
     return from_dict(data)
 
