@@ -164,13 +164,6 @@ def broken_after(d: Path, n: int, jsonl: bool = False) -> Path:
     return path
 
 
-def no_answer_at(d: Path, n: int) -> Path:
-    d.mkdir(parents=True)
-    path = d / "gap.json"
-    path.write_text(json.dumps([GOOD] * n + [{"instruction": "and?", "input": "", "output": ""}] + [GOOD] * 5))
-    return path
-
-
 def yaml_file(t: Path, text: str, name: str = "job.yaml") -> Path:
     path = t / name
     path.write_text(text)
@@ -271,7 +264,6 @@ CASES = [
     ("JSON that breaks after 300 good records", "dataset", lambda t: s({"dataset": broken_after(t / "l", 300)}, [t / "l"])),
     ("JSON lines that break at line 301", "dataset",
      lambda t: s({"dataset": broken_after(t / "l", 300, jsonl=True)}, [t / "l"])),
-    ("a record without an answer at 200", "dataset", lambda t: s({"dataset": no_answer_at(t / "g", 200)}, [t / "g"])),
     ("a dataset that is not UTF-8", "dataset", lambda t: s({"dataset": not_utf8(t / "u")}, [t / "u"])),
     ("a CSV without rows", "dataset", lambda t: s({"dataset": empty_csv(t / "c")}, [t / "c"])),
     ("an images column", "dataset",
@@ -408,4 +400,30 @@ CASES = [
      lambda t: s({"output_dir": registered_run_copied(t)}, [t / "copied", t / "orig"])),
     ("resume: a file added inside a checkpoint of a finished run", "output_dir",
      lambda t: s({"output_dir": note_in_a_checkpoint(t / "ck", t / "runs.json"), "resume": "true"}, [t / "ck"])),
+    # issue 35: LLaMA-Factory keys
+    ("a LLaMA-Factory stage not trained here", "stage", lambda t: s(job_file=yaml_file(t, "stage: dpo\ndo_train: true\n"))),
+    ("LLaMA-Factory's QLoRA", "quantization_bit", lambda t: s(job_file=yaml_file(t, "stage: sft\nquantization_bit: 4\n"))),
+    ("a misspelt LLaMA-Factory key", "bf61", lambda t: s(job_file=yaml_file(t, "stage: sft\nbf61: true\n"))),
+    ("bf16 and a precision that disagree", "bf16", lambda t: s(job_file=yaml_file(t, "bf16: true\nprecision: fp32\n"))),
+    ("a warmup ratio of 2", "warmup_ratio", lambda t: s(job_file=yaml_file(t, "warmup_ratio: 2\n"))),
+    ("evaluating per epoch", "eval_strategy", lambda t: s(job_file=yaml_file(t, "eval_strategy: epoch\n"))),
+    ("a hub token in the job file", "hf_hub_token", lambda t: s(job_file=yaml_file(t, "hf_hub_token: hf_abc\n"))),
+    ("a LLaMA-Factory data folder on the hub", "dataset_dir",
+     lambda t: s(job_file=yaml_file(t, "stage: sft\ndataset_dir: REMOTE:llamafactory/demo_data\n"))),
+    ("interleave probabilities with concat", "interleave_probs", lambda t: s({"interleave_probs": "0.5,0.5"})),
+    ("interleave probabilities that do not sum to 1", "interleave_probs",
+     lambda t: s({"mix_strategy": "interleave_under", "interleave_probs": "0.5,0.7"})),
+    ("a preference dataset for supervised fine-tuning", "dataset",
+     lambda t: s({"dataset_dir": folder_with(t / "pref", {
+         "p.json": json.dumps([{"conversations": [{"from": "human", "value": "q"}],
+                                "chosen": {"from": "gpt", "value": "a"}, "rejected": {"from": "gpt", "value": "b"}}]),
+         "dataset_info.json": json.dumps({"pref": {"file_name": "p.json", "ranking": True, "formatting": "sharegpt",
+                                                   "columns": {"messages": "conversations", "chosen": "chosen",
+                                                               "rejected": "rejected"}}})}),
+                  "dataset": "pref"}, [t / "pref"])),
+    ("every record skipped as LLaMA-Factory skips it", "dataset",
+     lambda t: s({"dataset_dir": folder_with(t / "odd", {
+         "o.json": json.dumps([{"conversations": [{"from": "human", "value": "q"}]}] * 4),
+         "dataset_info.json": json.dumps({"odd": {"file_name": "o.json", "formatting": "sharegpt"}})}),
+                  "dataset": "odd"}, [t / "odd"])),
 ]

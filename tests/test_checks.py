@@ -112,13 +112,30 @@ def test_an_unreachable_hub_id_is_refused_after_one_try(job, tmp_path, monkeypat
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [("[]", "holds no records"), ("{oops", "not valid JSON"), ('[{"text": "x"}]', "instruction/output"),
-     ('[{"instruction": "q", "output": ""}]', "no answer")],
+     ('[{"instruction": "q", "output": null}]', "no response")],
 )
 def test_bad_dataset(job, tmp_path, content, fragment):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     job.dataset = [str(bad)]
     assert fragment in errors(job)["dataset"]
+
+
+def test_an_empty_answer_is_trained_and_records_llamafactory_skips_are_said_not_refused(job, tmp_path):
+    """An empty answer is trained as LLaMA-Factory trains it (the end of the answer); a record it skips (turns out of
+    order, no answer last) is skipped with a count and the first named: a warning, never a blocked launch."""
+    good = {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}
+    recs = [good] * 70 + [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": ""}]},
+                          {"conversations": [{"from": "human", "value": "q"}, {"from": "human", "value": "again"},
+                                             {"from": "gpt", "value": "a"}]},
+                          {"conversations": [{"from": "human", "value": "q"}]}]
+    data = tmp_path / "sg.json"
+    data.write_text(json.dumps(recs))
+    job.dataset = [str(data)]
+    r = checks.validate(job, [])
+    assert "dataset" not in r.errors
+    note = r.warnings["dataset"]
+    assert "2 of 73 records are skipped" in note and "record 71" in note and "turn 1 (user)" in note
 
 
 def test_unreadable_dataset(job, tmp_path):

@@ -6,6 +6,7 @@ path the web server and the checks before launch use.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -93,13 +94,17 @@ def test_bad_data_names_the_file_the_record_and_the_fix(data, tmp_path):
     (d / "dataset_info.json").write_text(json.dumps({"no_tags": {"file_name": "c.json", "formatting": "sharegpt",
                                                                  "columns": {"messages": "chat"},
                                                                  "tags": {"role_tag": "speaker", "content_tag": "text"}}}))
-    with pytest.raises(DataError) as e:  # the keys are right, the speakers' names not yet
-        first_chats("no_tags", d)
-    assert "c.json record 0" in e.value.args[0] and "'asker'" in e.value.args[0] and "tags" in e.value.args[0]
+    # the keys are right, the speakers' names not yet: each record is skipped, as LLaMA-Factory skips it, and with
+    # every record skipped the job is refused, naming the first and why
+    skipped: list = []
+    assert convert.chats(info.resolve("no_tags", d), records.head(info.resolve("no_tags", d), 3), skipped=skipped) == []
+    assert [i for i, _ in skipped] == [0, 1, 2] and "'asker'" in skipped[0][1] and "tags" in skipped[0][1]
+    job = spec.JobSpec(dataset_dir=str(d), dataset=["no_tags"], output_dir=str(tmp_path / "out"))
+    msg = checks.validate(job, []).errors["dataset"]
+    assert "c.json record 0" in msg and "'asker'" in msg and "6 skipped" in msg
     (d / "dataset_info.json").write_text(json.dumps({"no_cols": {"file_name": "a.json"}}))
-    with pytest.raises(DataError) as e:
-        first_chats("no_cols", d)
-    assert "a.json record 0" in e.value.args[0] and "no answer" in e.value.args[0] and "columns" in e.value.args[0]
+    msg = checks.validate(dataclasses.replace(job, dataset=["no_cols"]), []).errors["dataset"]
+    assert "a.json record 0" in msg and "no response" in msg and "columns.response" in msg
 
 
 def test_unknown_keys_are_named_in_a_warning(tmp_path):

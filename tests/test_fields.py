@@ -82,6 +82,7 @@ def table(tmp_path_factory, demo):
         "extra_args": {"adam_beta2": 0.95},
         "liger_kernel": "off",  # auto turns the kernels on where they work (a GPU with Liger, as simulated here)
         "eval_steps": Try(3, {"val_size": 0.1}),  # evaluation steps with an evaluation set to step through
+        "interleave_probs": Try([0.25, 0.75], {"mix_strategy": "interleave_under"}),  # the demo's two datasets
         "offload": Try(True, {"deepspeed_stage": "2"}),  # what offload moves depends on the stage; without one, nothing
         "pure_bf16": Try(True, {"precision": "bf16"}),  # bf16 weights need bf16 compute
         "node_rank": Try(1, {"num_nodes": 2}),

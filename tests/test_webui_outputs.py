@@ -100,9 +100,14 @@ def _other_value(name: str, value, tmp_path: Path):
 
 
 @pytest.mark.parametrize("gpus", [[], FAKE_GPUS], ids=["cpu", "gpu"])
-def test_the_plan_follows_every_field_the_planner_reads(gr, manager, tmp_path, gpus):
+def test_the_plan_follows_every_field_the_planner_reads(gr, manager, tmp_path, gpus, monkeypatch):
     """The expectation is found by behaviour: each field whose change changes the plan must redraw the panel."""
     from zeroboard.webui import app
+
+    # the host's free memory, held still: on a busy machine it moves between two plans, and a field would seem to
+    # move the plan when the machine did
+    memory = devices.host_memory()
+    monkeypatch.setattr(devices, "host_memory", lambda: memory)
 
     demo = app.build_app(manager, gpus=gpus)
     fn = plan_fn(demo)

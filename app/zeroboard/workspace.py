@@ -63,6 +63,11 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def cache_dir() -> Path:
+    """Where the DeepSpeed presets (and the demo model, the runs index) live: ``$ZEROBOARD_CACHE`` or ``cache``."""
+    return Path(os.environ.get("ZEROBOARD_CACHE", "cache"))
+
+
 def hf_cache() -> Path:
     """The Hugging Face hub cache, where models and datasets fetched before are kept."""
     if os.environ.get("HF_HUB_CACHE"):

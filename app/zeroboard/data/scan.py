@@ -5,7 +5,8 @@ after record 300 then passed, and the run failed at data preparation.  Here
 the whole dataset is streamed once -- JSON lists value by value, JSON lines
 line by line, CSV row by row, Parquet and Arrow batch by batch -- and each
 record goes through the very conversion the trainer's map applies
-(``convert.chat_of``).  Memory stays flat (one record, and the first few
+(``convert.chat_of``); the records LLaMA-Factory skips are counted, the
+first one kept to be shown.  Memory stays flat (one record, and the first few
 chats kept for the cutoff check); a result is remembered per dataset and
 file state (size, modification time), so Preview and Start do not read an
 unchanged file again.
@@ -30,7 +31,7 @@ from pathlib import Path
 from .. import safeload
 from ..words import Msg, from_json, say, to_json
 from .convert import Chat, chat_of, detect_format
-from .formats import DataError
+from .formats import DataError, Skipped
 from .info import DatasetSource
 from .records import CHUNK, _lines, iter_json_list
 
@@ -43,11 +44,14 @@ _LOCK = threading.Lock()
 
 @dataclass
 class Scanned:
-    """A dataset read whole: how many records, the first chats, and the first bad record (None: all good)."""
+    """A dataset read whole: how many records, the first chats, the first bad record (None: all good), and the
+    records skipped as LLaMA-Factory skips them (the first one: where and why)."""
 
     records: int = 0
     first: list[Chat] = field(default_factory=list)
     error: Msg | None = None
+    skipped: int = 0
+    first_skipped: Msg | None = None
 
 
 def scan(src: DatasetSource) -> Scanned:
@@ -79,18 +83,25 @@ def scan_here(src: DatasetSource) -> Scanned:
             for i, record in _records(path, src.kind):
                 if fmt is None and src.formatting == "auto":
                     fmt = _detect(src, record, out.records)
+                out.records += 1
                 try:
                     chat = chat_of(record, src, fmt)
+                except Skipped as e:
+                    out.skipped += 1
+                    if out.first_skipped is None:
+                        out.first_skipped = say("data.record_error", path=str(path), i=i, why=e.args[0])
+                    continue
                 except DataError as e:
                     raise DataError(say("data.record_error", path=str(path), i=i, why=e.args[0])) from None
                 if len(out.first) < KEEP:
                     out.first.append(chat)
-                out.records += 1
     except DataError as e:
         out.error = e.args[0]
         return out
     if out.records == 0:
         out.error = say("data.empty", path=src.where)
+    elif out.skipped == out.records:
+        out.error = say("data.all_skipped_first", n=out.skipped, first=out.first_skipped)
     return out
 
 
@@ -113,8 +124,8 @@ def _records(path: Path, kind: str) -> Iterator[tuple[int, object]]:
         return
     try:
         with path.open(encoding="utf-8", newline="" if kind == "csv" else None) as fh:
-            if kind == "csv":
-                yield from enumerate(csv.DictReader(fh))
+            if kind == "csv":  # an empty cell is missing, as the datasets library reads it
+                yield from enumerate({k: v if v != "" else None for k, v in row.items()} for row in csv.DictReader(fh))
                 return
             start = fh.read(CHUNK)
             body = start.lstrip()
@@ -173,7 +184,8 @@ def _scan_elsewhere(src: DatasetSource) -> Scanned:
         why = (done.stderr.strip().splitlines() or ["?"])[-1]
         return Scanned(error=say("data.not_readable", path=src.where, kind=src.kind, why=why[:300]))
     first = [Chat(c["messages"], c.get("tools")) for c in data["first"]]
-    return Scanned(data["records"], first, from_json(data["error"]) if data["error"] else None)
+    return Scanned(data["records"], first, from_json(data["error"]) if data["error"] else None, data["skipped"],
+                   from_json(data["first_skipped"]) if data["first_skipped"] else None)
 
 
 def scan_request(payload: str) -> dict:
@@ -183,7 +195,8 @@ def scan_request(payload: str) -> dict:
                         formatting=req["formatting"], columns=req["columns"], tags=req["tags"])
     result = scan_here(src)
     return {"records": result.records, "first": [{"messages": c.messages, "tools": c.tools} for c in result.first],
-            "error": to_json(result.error) if result.error else None}
+            "error": to_json(result.error) if result.error else None, "skipped": result.skipped,
+            "first_skipped": to_json(result.first_skipped) if result.first_skipped else None}
 
 
 def main() -> int:

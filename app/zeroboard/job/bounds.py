@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..words import Msg, say
-from . import devices
 from .spec import JobSpec
 
 
@@ -41,7 +40,9 @@ BOUNDS: dict[str, Bound] = {
     "cutoff_len": Bound(8, 1_048_576, "check.cutoff_range", "check.cutoff_range"),
     "lora_rank": Bound(1, 65536, high_key="bound.lora"),
     "lora_alpha": Bound(1, 65536, high_key="bound.lora_alpha"),
-    "preprocessing_num_workers": Bound(0, None, "check.not_negative"),  # high: the cores (see below)
+    # above this machine's cores: a note and a clamp (checks), the file may be meant for a cluster node
+    "preprocessing_num_workers": Bound(0, 1024, "check.not_negative", "bound.workers"),
+    "dataloader_num_workers": Bound(0, 1024, "check.not_negative", "bound.workers"),
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
     "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores
@@ -77,9 +78,6 @@ def check(spec: JobSpec, errors: dict[str, Msg]) -> None:
             errors.setdefault(name, msg)
     if spec.max_steps == 0 and spec.num_train_epochs <= 0 and "num_train_epochs" not in errors:
         errors["num_train_epochs"] = say("check.epochs_positive")
-    cores = devices.cpu_count()
-    if spec.preprocessing_num_workers > cores and "preprocessing_num_workers" not in errors:
-        errors["preprocessing_num_workers"] = say("bound.workers", got=spec.preprocessing_num_workers, cores=cores)
     if spec.val_size < 0 or (spec.val_size >= 1 and not float(spec.val_size).is_integer()) or spec.val_size > 1e9:
         errors["val_size"] = say("data.val_size_range", got=spec.val_size)
     elif spec.val_size > 0 and spec.eval_dataset:

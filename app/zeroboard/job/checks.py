@@ -154,14 +154,33 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
             if scanned.error is not None:
                 r.errors[name_field] = scanned.error
                 return None
+            if scanned.skipped:  # as LLaMA-Factory skips them: counted and said, trained without them
+                r.warnings.setdefault(name_field, say("data.skipped_records", name=name, n=scanned.skipped,
+                                                      total=scanned.records, first=scanned.first_skipped))
             if name_field == "dataset":
                 sample += scanned.first
                 if total is not None:
-                    total += min(scanned.records, src.num_samples or scanned.records)
+                    used = scanned.records - scanned.skipped
+                    total += min(used, src.num_samples or used)
     _check_cutoff(spec, model_dir, sample[:samples.SAMPLE * 2], r)
     if total is not None and spec.max_samples:
         total = min(total, spec.max_samples * len(spec.dataset))
     return total
+
+
+def _check_mixing(spec: JobSpec, r: Report) -> None:
+    """interleave_probs as LLaMA-Factory takes them: with an interleave mixing, one per dataset (and per evaluation
+    dataset), each a probability, summing to 1."""
+    probs = spec.interleave_probs
+    if not probs:
+        return
+    if spec.mix_strategy == "concat":
+        r.errors["interleave_probs"] = say("check.probs_concat")
+    elif len(probs) != len(spec.dataset) or (spec.eval_dataset and len(probs) != len(spec.eval_dataset)):
+        r.errors["interleave_probs"] = say("check.probs_count", n=len(probs), datasets=len(spec.dataset),
+                                           evals=len(spec.eval_dataset) or "-")
+    elif any(not 0 <= p <= 1 for p in probs) or abs(sum(probs) - 1) > 1e-6:
+        r.errors["interleave_probs"] = say("check.probs_sum", total=round(sum(probs), 6))
 
 
 def _check_batch(spec: JobSpec, where: Placement, records: int | None, r: Report) -> None:
@@ -252,6 +271,18 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
             r.errors["precision"] = say("check.fp16_cpu")
         if spec.gpu_ids:
             r.warnings["gpu_ids"] = say("check.gpu_ids_ignored")
+
+
+def _check_workers(spec: JobSpec, r: Report) -> None:
+    """Worker processes past this machine's cores: said, not refused (a file written for a cluster node); the trainer
+    uses at most the cores it has (``dataprep.workers``, ``mapping.dataloader_workers``)."""
+    if spec.launcher == "slurm":  # a cluster node's cores are its own
+        return
+    cores = devices.cpu_count()
+    for name in ("preprocessing_num_workers", "dataloader_num_workers"):
+        n = getattr(spec, name)
+        if n > cores and name not in r.errors:
+            r.warnings[name] = say("check.workers_clamped", n=n, cores=cores)
 
 
 def _check_nodes(spec: JobSpec, r: Report) -> None:
@@ -398,9 +429,11 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     model_dir = _check_model(spec, r)
     bounds.check(spec, r.errors)
     records = _check_data(spec, model_dir, r)
+    _check_mixing(spec, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
     _check_devices(spec, gpus, where, r)
+    _check_workers(spec, r)
     _check_nodes(spec, r)
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)

@@ -20,6 +20,7 @@ Light (stdlib only): the web server imports the spec.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,17 @@ def eval_steps(job, _: Resolved) -> dict:
     if job.eval_steps > 0 and (job.val_size > 0 or job.eval_dataset):
         return {"eval_strategy": "steps", "eval_steps": job.eval_steps}
     return {}
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def dataloader_workers(job, _: Resolved) -> dict:
+    """At most the cores of the machine the trainer runs on: a file written for a cluster node may ask for more
+    (the checks say so before launch; here it is clamped)."""
+    return {"dataloader_num_workers": min(job.dataloader_num_workers, cores())}
 
 
 def liger(_, resolved: Resolved) -> dict:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .. import files, safeload
-from . import placement
+from ..workspace import cache_dir
 
 HEADER_LIMIT = 100_000_000  # the safetensors format's own bound on its JSON header
 
@@ -134,7 +134,7 @@ def training_arguments() -> dict[str, dict]:
     ver = version("transformers")
     if ver is None:
         return {}
-    cache = placement.cache_dir() / "library" / f"training_arguments-v2-{ver}.json"
+    cache = cache_dir() / "library" / f"training_arguments-v2-{ver}.json"
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if isinstance(data, dict) and data:

@@ -12,19 +12,14 @@ Light (stdlib only): the web server calls it on every form change.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import safeload
 from ..words import Msg, say
+from ..workspace import cache_dir
 from . import bounds, devices
 from .spec import JobSpec
-
-
-def cache_dir() -> Path:
-    """Where the DeepSpeed presets (and the demo model, the runs index) live: ``$ZEROBOARD_CACHE`` or ``cache``."""
-    return Path(os.environ.get("ZEROBOARD_CACHE", "cache"))
 
 
 @dataclass(frozen=True)

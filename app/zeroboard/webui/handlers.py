@@ -229,12 +229,15 @@ def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
     if not (path or "").strip() or not ws.readable(path.strip()):
         return None, text("page.not_loaded", lang, path=path, why=text("check.read_outside", lang, path=path,
                                                                        roots=ws.describe()))
+    notes: dict[str, Msg] = {}
     try:
-        job = spec.load_yaml(ws.path(path.strip()))
+        job = spec.load_yaml(ws.path(path.strip()), notes)
     except spec.SpecError as e:
         problems = "; ".join(f"{k}: {tr(v, lang)}" for k, v in e.problems.items())
         return None, text("page.not_loaded", lang, path=path, why=problems)
-    return spec_to_form(job), text("page.loaded", lang, path=path)
+    said = "".join(f"\n- **{text('check.note_word', lang)}** {html.escape(k)}: {html.escape(tr(v, lang))}"
+                   for k, v in notes.items())  # what a LLaMA-Factory file's keys became here
+    return spec_to_form(job), text("page.loaded", lang, path=path) + ("\n" + said if said else "")
 
 
 # --- dataset preview -------------------------------------------------------------------
@@ -261,11 +264,15 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
             if src.load_from != "file":
                 out.append(text("page.samples_hub", lang, name=html.escape(name), where=html.escape(src.where)))
                 continue
-            chats = convert.chats(src, records.head(src, n))
+            skipped: list = []
+            chats = convert.chats(src, records.head(src, n), skipped=skipped)
         except DataError as e:
             out.append(f"**{text('page.error', lang)}** {html.escape(name)}: {html.escape(tr(e.args[0], lang))}")
             continue
         out.append(text("page.samples_first", lang, name=html.escape(name), path=html.escape(src.where), shown=len(chats)))
+        if skipped:  # the records LLaMA-Factory skips: left out of training too, the first one named
+            i, why = skipped[0]
+            out.append("> " + html.escape(tr(say("data.skipped_shown", n=len(skipped), i=i, why=why), lang)))
         if src.unknown:
             out.append("> " + html.escape(tr(say("data.unknown_keys", name=name, keys=", ".join(src.unknown)), lang)))
         for c in chats:

@@ -10,6 +10,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "spec.text": ("must be text (got {got})", "必须是文本(当前为 {got})"),
     "spec.list": ("must be a list or comma-separated text (got {got})", "必须是列表或用逗号分隔的文本(当前为 {got})"),
     "spec.int_list": ("must be whole numbers separated by commas (got {got})", "必须是用逗号分隔的整数(当前为 {got})"),
+    "spec.number_list": ("must be numbers separated by commas (got {got})", "必须是用逗号分隔的数字(当前为 {got})"),
     "spec.json_object": (
         'must be a JSON object such as {{"optim": "adamw_torch"}} ({why})',
         '必须是 JSON 对象,例如 {{"optim": "adamw_torch"}}({why})',
@@ -39,6 +40,24 @@ WORDS: dict[str, tuple[str, str]] = {
     "quote.sbatch_control": (
         "holds a control character, {char}, at position {pos}, which an #SBATCH line cannot carry",
         "第 {pos} 个字符是控制字符 {char},#SBATCH 行中无法写入",
+    ),
+    "check.workers_clamped": (
+        "is {n}, above this machine's {cores} CPU cores: {cores} are used here (the trainer uses at most the cores of "
+        "the machine it runs on)",
+        "为 {n},超过本机的 {cores} 个 CPU 核心:这里按 {cores} 个使用(训练进程最多使用所在机器的核数)",
+    ),
+    "check.probs_concat": (
+        "only an interleave mixing draws by probability; set mix_strategy to interleave_under, interleave_over or "
+        "interleave_once, or leave this empty",
+        "只有交错混合才按概率抽取;请把 mix_strategy 设为 interleave_under、interleave_over 或 interleave_once,或留空",
+    ),
+    "check.probs_count": (
+        "has {n} probabilities for {datasets} datasets ({evals} evaluation datasets); give one per dataset",
+        "有 {n} 个概率,而数据集有 {datasets} 个(验证数据集 {evals} 个);请每个数据集给一个",
+    ),
+    "check.probs_sum": (
+        "must be probabilities from 0 to 1 that sum to 1 (they sum to {total})",
+        "必须是 0 到 1 之间、总和为 1 的概率(当前总和为 {total})",
     ),
     # the report
     "check.error_word": ("error", "错误"),

@@ -28,11 +28,23 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Dataset names from dataset_info.json, or paths to .json/.jsonl/.csv/.parquet/.arrow files, comma-separated.",
         "dataset_info.json 中的数据集名,或 .json/.jsonl/.csv/.parquet/.arrow 文件路径,用逗号分隔。",
     ),
+    "mix_strategy": (
+        "Mixing",
+        "混合方式",
+        "How several datasets become one, as LLaMA-Factory mixes them: concat (one after another), interleave_under (sampled in turn until the first runs out), interleave_over (until every one has run out, the shorter ones repeated), interleave_once (until every one has run out, each record once).",
+        "多个数据集如何合成一个(与 LLaMA-Factory 相同):concat(依次相接)、interleave_under(轮流抽取,直到第一个用完)、interleave_over(直到全部用完,较短的重复)、interleave_once(直到全部用完,每条只用一次)。",
+    ),
+    "interleave_probs": (
+        "Mixing probabilities",
+        "混合概率",
+        "With an interleave mixing: the chance of drawing from each dataset, in order, summing to 1 (empty = in turn).",
+        "交错混合时:按顺序从每个数据集抽取的概率,总和为 1(留空 = 轮流)。",
+    ),
     "template": (
         "Prompt template",
         "提示模板",
-        "auto: the tokenizer's chat template if it has one, else plain. A named template (chatml, llama3, mistral, gemma, qwen, phi, alpaca, plain) replaces it, adding its special tokens when missing.",
-        "auto:有对话模板就用对话模板,否则用 plain。指定模板名(chatml、llama3、mistral、gemma、qwen、phi、alpaca、plain)则替换它,缺少的特殊 token 会被加入。",
+        "auto: the tokenizer's chat template if it has one, else plain. A named template (LLaMA-Factory's of that name: qwen3_nothink, llama3, mistral, gemma, chatml, alpaca, default, ...; or plain) replaces it, adding its special tokens when missing.",
+        "auto:有对话模板就用对话模板,否则用 plain。指定模板名(与 LLaMA-Factory 同名模板一致:qwen3_nothink、llama3、mistral、gemma、chatml、alpaca、default 等;或 plain)则替换它,缺少的特殊 token 会被加入。",
     ),
     "cutoff_len": (
         "Cutoff length",
@@ -71,6 +83,12 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "预处理进程数",
         "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores).",
         "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数)。",
+    ),
+    "dataloader_num_workers": (
+        "Loader workers",
+        "加载进程数",
+        "Processes that feed batches to each rank while it trains (0 = the rank itself); more than the cores is cut to the cores.",
+        "训练时为每个进程准备批次的进程数(0 = 由该进程自己准备);超过 CPU 核数时按核数使用。",
     ),
     "overwrite_cache": (
         "Overwrite cache",

@@ -87,9 +87,9 @@ WORDS: dict[str, tuple[str, str]] = {
         "为 {got} 秒,超过 {limit} 秒(一周):卡住的任务这么久都不会被发现",
     ),
     "bound.workers": (
-        "is {got}, but this machine has {cores} CPU cores: each worker is a process of its own, so more than the cores "
-        "only slows data preparation down; use at most {cores} (0: tokenize in the main process)",
-        "为 {got},但本机只有 {cores} 个 CPU 核心:每个 worker 都是一个独立进程,多于核心数只会拖慢数据预处理;最多填 {cores}(0 表示在主进程中分词)",
+        "is {got}, above {limit}: each worker is a process of its own; use at most the cores of the machine that runs "
+        "it (0: the main process)",
+        "为 {got},超过 {limit}:每个 worker 都是一个独立进程;最多填运行它的机器的 CPU 核数(0 表示主进程)",
     ),
     "check.batch_over_data": (
         "one optimizer step takes {per_step} samples (micro-batch × accumulation × devices) but the data holds {n}: "
