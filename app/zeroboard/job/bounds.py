@@ -41,7 +41,9 @@ BOUNDS: dict[str, Bound] = {
     "cutoff_len": Bound(8, 1_048_576, "check.cutoff_range", "check.cutoff_range"),
     "lora_rank": Bound(1, 65536, high_key="bound.lora"),
     "lora_alpha": Bound(1, 65536, high_key="bound.lora_alpha"),
-    "preprocessing_num_workers": Bound(0, None, "check.not_negative"),  # high: the cores (see below)
+    "preprocessing_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),  # and the cores (below)
+    "max_cell_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
+    "max_record_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
     "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores
@@ -67,20 +69,42 @@ def _shown(x: float | None) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def check(spec: JobSpec, errors: dict[str, Msg]) -> None:
-    """Every bounded field of ``spec``; the first problem per field goes into ``errors``."""
+def check(spec: JobSpec, errors: dict[str, Msg], warnings: dict[str, Msg] | None = None) -> None:
+    """Every bounded field of ``spec``; the first problem per field goes into ``errors`` (notes into ``warnings``)."""
+    warnings = {} if warnings is None else warnings
     for name in BOUNDS:
         msg = problem(name, getattr(spec, name))
         if msg is not None:
             errors.setdefault(name, msg)
     if spec.max_steps == 0 and spec.num_train_epochs <= 0 and "num_train_epochs" not in errors:
         errors["num_train_epochs"] = say("check.epochs_positive")
-    cores = devices.cpu_count()
-    if spec.preprocessing_num_workers > cores and "preprocessing_num_workers" not in errors:
-        errors["preprocessing_num_workers"] = say("bound.workers", got=spec.preprocessing_num_workers, cores=cores)
+    workers(spec, errors, warnings)
     if spec.val_size < 0 or (spec.val_size >= 1 and not float(spec.val_size).is_integer()) or spec.val_size > 1e9:
         errors["val_size"] = say("data.val_size_range", got=spec.val_size)
     elif spec.val_size > 0 and spec.eval_dataset:
         errors["val_size"] = say("data.both_eval")
     if not 0 <= spec.lora_dropout < 1:
         errors["lora_dropout"] = say("check.dropout_range", got=spec.lora_dropout)
+
+
+# worker counts: processes of their own, so more than the machine's cores only slows it; a count above the cores is
+# one meant for a larger machine (noted, and clamped where it runs: training.dataprep, mapping.extra_args), a count
+# no machine has use for is refused
+MAX_WORKERS = 256
+WORKER_ARGS = ("dataloader_num_workers",)  # TrainingArguments (extra_args) that start worker processes
+
+
+def workers(spec: JobSpec, errors: dict[str, Msg], warnings: dict[str, Msg]) -> None:
+    cores = devices.cpu_count()
+    local = spec.launcher != "slurm"  # a cluster node's cores are its own
+    n = spec.preprocessing_num_workers
+    if "preprocessing_num_workers" not in errors and local and n > cores:
+        warnings.setdefault("preprocessing_num_workers", say("bound.workers", got=n, cores=cores))
+    for key in WORKER_ARGS:
+        v = spec.extra_args.get(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            continue  # a value of the wrong kind: the extra arguments' own check says so
+        if v > MAX_WORKERS:
+            errors.setdefault("extra_args", say("bound.extra_workers", key=key, got=v, limit=MAX_WORKERS))
+        elif local and v > cores:
+            warnings.setdefault("extra_args", say("bound.extra_workers_cores", key=key, got=v, cores=cores))

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import info as datainfo, scan
+from ..data import info as datainfo, records, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm, trackers
+from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
@@ -71,8 +71,11 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
         return None
     p = Path(m).expanduser()
     if p.is_dir():
-        if not (p / "config.json").is_file():
-            r.errors["model_name_or_path"] = say("check.model_no_config", path=m)
+        problem = modelinfo.config_problem(p)  # a FIFO, 1e400, a key twice: refused naming the file and the key
+        if problem is None and not (p / "config.json").is_file():
+            problem = say("check.model_no_config", path=m)
+        if problem is not None:
+            r.errors["model_name_or_path"] = problem
             return None
         return p
     if is_demo_model(m):
@@ -93,7 +96,9 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
 
 
 def path_too_long(value: str) -> Msg | None:
-    """Why a path cannot exist on this filesystem (a name or the whole path too long), or None."""
+    """Why a path cannot exist on this filesystem (a NUL byte, a name or the whole path too long), or None."""
+    if workspace.has_nul(value):
+        return say("safe.nul_in_path")
     long = workspace.too_long(value, workspace.current().root) if value else None
     if long is None:
         return None
@@ -137,6 +142,8 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
         write_demo_data(spec.dataset_dir)
     sample: list = []
     total: int | None = 0
+    sizes = records.DEFAULT if {"max_cell_bytes", "max_record_bytes"} & set(r.errors) else \
+        records.Sizes(spec.max_cell_bytes, spec.max_record_bytes)
     for name_field, names in (("dataset", spec.dataset), ("eval_dataset", spec.eval_dataset)):
         for name in names:
             try:
@@ -150,7 +157,7 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
                 r.warnings.setdefault(name_field, say("data.hub_note", name=name, where=src.where))
                 total = None if name_field == "dataset" else total
                 continue
-            scanned = scan.scan(src)
+            scanned = scan.scan(src, sizes)
             if scanned.error is not None:
                 r.errors[name_field] = scanned.error
                 return None
@@ -229,15 +236,16 @@ def _check_output(spec: JobSpec, r: Report) -> None:
 
 
 def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: Report) -> None:
+    have = [g.index for g in gpus]
+    wrong = [i for i in spec.gpu_ids if i not in have]
+    if wrong and spec.launcher != "slurm":  # a GPU that is not there, whatever the device type: never a quiet CPU run
+        r.errors["gpu_ids"] = say("check.gpu_missing", wrong=", ".join(map(str, wrong)), have=", ".join(map(str, have))) \
+            if have else say("check.gpu_none_here", wrong=", ".join(map(str, wrong)))
     if spec.device_type == "cuda" and not gpus:
         r.errors["device_type"] = say("check.no_gpu")
         return
     if where.kind == "cuda":
-        have = [g.index for g in gpus]
-        wrong = [i for i in spec.gpu_ids if i not in have]
-        if wrong:
-            r.errors["gpu_ids"] = say("check.gpu_missing", wrong=", ".join(map(str, wrong)), have=", ".join(map(str, have)))
-        elif len(set(spec.gpu_ids)) != len(spec.gpu_ids):
+        if not wrong and len(set(spec.gpu_ids)) != len(spec.gpu_ids):
             r.errors["gpu_ids"] = say("check.gpu_twice")
         old = [g.index for g in where.chosen if not g.supports_bf16]
         if spec.precision == "bf16" and old:
@@ -250,7 +258,7 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
             r.errors["num_processes"] = say("check.processes_cores", n=spec.num_processes, cores=cores)
         if spec.precision == "fp16":
             r.errors["precision"] = say("check.fp16_cpu")
-        if spec.gpu_ids:
+        if spec.gpu_ids and "gpu_ids" not in r.errors:
             r.warnings["gpu_ids"] = say("check.gpu_ids_ignored")
 
 
@@ -289,6 +297,12 @@ def _check_deepspeed(spec: JobSpec, where: Placement, r: Report) -> None:
     wrong = ds_disagreements(spec, where)
     if wrong:
         r.errors["deepspeed"] = say("check.ds_disagrees", file=Path(spec.deepspeed).name, fields="; ".join(wrong))
+    elif where.ds_config is not None:  # DeepSpeed's own verdict on the file, before the ranks meet it
+        refused, note = dscheck.check(where.ds_config)
+        if refused is not None:
+            r.errors["deepspeed"] = say("check.ds_refused", file=Path(spec.deepspeed).name, why=refused)
+        elif note is not None:
+            r.warnings.setdefault("deepspeed", note)
 
 
 def ds_disagreements(spec: JobSpec, where: Placement) -> list[str]:
@@ -396,7 +410,7 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = where or place(spec, gpus)
     model_dir = _check_model(spec, r)
-    bounds.check(spec, r.errors)
+    bounds.check(spec, r.errors, r.warnings)
     records = _check_data(spec, model_dir, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
