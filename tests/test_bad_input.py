@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bad_inputs import CASES, REPO
+from bad_inputs import CASES, REPO, fifos_opened
 from zeroboard.cli import main as cli_main
 from zeroboard.job import spec
 from zeroboard.runs import manager as runner, processes
@@ -76,9 +76,11 @@ def test_bad_input_is_refused_before_launch(setting, tmp_path, capsys):
     else:
         job = spec.load_yaml(REPO / "examples" / "demo.yaml")
         values = {**handlers.spec_to_form(job), **base, **overrides}
-        values.pop("gpu_ids")
+        if "gpu_ids" not in overrides:  # no GPU: the page has no GPU picker (a case may type ids all the same)
+            values.pop("gpu_ids")
         checked, state, message = handlers.start(values, [], runner.JobManager(index=index))
         assert state is None and field in checked.errors, f"{name}: {checked.errors}"
+    assert not fifos_opened(), f"{name}: a FIFO was opened (it must be refused by its kind first)"
     _nothing_started(index, runs, tmp_path.resolve())
     assert fingerprint(case.pointed) == before, name
     assert not (tmp_path / "fresh-run").exists()
