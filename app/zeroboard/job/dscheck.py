@@ -1,14 +1,14 @@
 """A DeepSpeed JSON of one's own, checked by DeepSpeed's own config model before launch.
 
 DeepSpeed reads its config when the engine starts, in every rank: ``"stage": 7`` failed on rank 0 with pydantic's
-ValidationError, after the launch.  Here the file goes through DeepSpeed's own models first, in a short child process
-(``python -m zeroboard.job.dscheck``, the config on its stdin): ``import deepspeed`` imports torch, which the web
-server never does.  Two steps:
+ValidationError, after the launch.  Here the file goes through DeepSpeed's own models first, in short child processes
+(``python -m zeroboard.job.dscheck``): ``import deepspeed`` imports torch, which the web server never does.  Two:
 
 1. the ``zero_optimization`` section, where most mistakes are, by DeepSpeed's ``DeepSpeedZeroConfig`` loaded from
    its own files with a stand-in for torch (its config modules import torch for one type annotation): 0.7 s here;
-2. then the whole file, by the very constructor the ranks run (``deepspeed.runtime.config.DeepSpeedConfig``), in a
-   child that imports DeepSpeed for real: 5-12 s on these 2 shared cores (importing torch is most of it).
+2. the whole file, by the very constructor the ranks run (``deepspeed.runtime.config.DeepSpeedConfig``), in a
+   child that imports DeepSpeed for real, started beside the first and ended when that one refuses: 5-11 s on these
+   2 shared cores (importing torch is most of it).
 
 The values the Trainer fills in (``"auto"``, ``transformers.integrations.deepspeed``) get stand-ins first: the batch
 sizes 1 (their agreement with the job is :func:`~zeroboard.job.checks.ds_disagreements`' check, with the real world
@@ -26,7 +26,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 
 from .. import files
 from ..words import Msg, say
@@ -84,9 +86,7 @@ def check(cfg: dict) -> tuple[str | None, Msg | None]:
         if key in known:
             _SEEN[key] = known[key]
             return _why(known[key])
-    answer = _ask(text, "--zero")
-    if answer.get("why") is None:  # the zero section passed (or could not be asked alone): the whole file
-        answer = _ask(text)
+    answer = _ask(text)
     if not answer.get("asked"):
         return None, say("check.ds_unchecked", why=answer.get("error") or say("check.ds_timeout", seconds=TIMEOUT_S))
     with _LOCK:
@@ -101,15 +101,40 @@ def check(cfg: dict) -> tuple[str | None, Msg | None]:
     return _why(answer["why"])
 
 
-def _ask(text: str, *flags: str) -> dict:
+def _ask(text: str) -> dict:
+    """DeepSpeed's answer: the ZeRO section's, or the whole file's when that one passes. Both children start at once
+    (the whole file's import of torch is most of the time); the second is ended when the first refuses."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}  # no device is probed for a config
+    with tempfile.TemporaryDirectory(prefix="zb-dscheck-") as tmp:
+        path = os.path.join(tmp, "ds.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        procs = []
+        try:
+            for flags in (["--zero"], []):
+                procs.append(subprocess.Popen([sys.executable, "-m", __name__, path, *flags], stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env))
+            deadline = time.monotonic() + TIMEOUT_S
+            answer: dict = {}
+            for proc in procs:
+                answer = _answer(proc, deadline)
+                if answer.get("why") is not None:  # refused: the other child's word is not needed
+                    break
+            return answer
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+
+
+def _answer(proc: subprocess.Popen, deadline: float) -> dict:
     try:
-        done = subprocess.run([sys.executable, "-m", __name__, *flags], input=text, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env=env)
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        return json.loads(out.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         return {"asked": False, "error": say("check.ds_timeout", seconds=TIMEOUT_S)}
-    except (OSError, ValueError, IndexError) as e:
+    except (ValueError, IndexError) as e:
         return {"asked": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
@@ -167,8 +192,11 @@ def _zero_model():
 
 
 def main(argv: list[str] | None = None) -> int:
-    zero_only = "--zero" in (sys.argv[1:] if argv is None else argv)
-    cfg = json.loads(sys.stdin.read())
+    """``python -m zeroboard.job.dscheck CONFIG.json [--zero]``: one JSON line, {"asked", "why"}."""
+    args = sys.argv[1:] if argv is None else argv
+    zero_only = "--zero" in args
+    with open(next(a for a in args if not a.startswith("--")), encoding="utf-8") as fh:
+        cfg = json.load(fh)
     try:
         if zero_only:
             get_zero_config = _zero_model()
