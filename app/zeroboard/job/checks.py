@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import info as datainfo, records, scan
+from ..data import info as datainfo, records as datarecords, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
 from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, samples, slurm, trackers
@@ -142,8 +142,8 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
         write_demo_data(spec.dataset_dir)
     sample: list = []
     total: int | None = 0
-    sizes = records.DEFAULT if {"max_cell_bytes", "max_record_bytes"} & set(r.errors) else \
-        records.Sizes(spec.max_cell_bytes, spec.max_record_bytes)
+    sizes = datarecords.DEFAULT if {"max_cell_bytes", "max_record_bytes"} & set(r.errors) else \
+        datarecords.Sizes(spec.max_cell_bytes, spec.max_record_bytes)
     for name_field, names in (("dataset", spec.dataset), ("eval_dataset", spec.eval_dataset)):
         for name in names:
             try:
