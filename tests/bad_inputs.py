@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,6 +199,92 @@ def dead_endpoint() -> str:
     with socket.socket() as sock:  # a port nobody listens on: the hub try is refused at once
         sock.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+# --- issue 31: special files, numbers and keys in config files, records past their limits ---------------------
+
+
+class _FifoWatch(threading.Thread):
+    """Opens a FIFO for writing as soon as anyone opens it for reading: a reader that would wait for ever gets an end
+    of file instead (no case can hang on it), and the open is recorded (a FIFO must be refused before it is opened)."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.opened, self.done = path, False, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO while nobody reads it
+            except OSError:
+                continue
+            self.opened = True
+            os.close(fd)
+
+
+_WATCHES: list[_FifoWatch] = []
+
+
+def fifo(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    watch = _FifoWatch(path)
+    watch.start()
+    _WATCHES.append(watch)
+    return path
+
+
+def fifos_opened() -> list[Path]:
+    """The FIFOs of the cases built so far that something opened (each watch is ended here)."""
+    for w in _WATCHES:
+        w.done.set()
+        w.join(5)
+    opened = [w.path for w in _WATCHES if w.opened]
+    _WATCHES.clear()
+    return opened
+
+
+def socket_file(path: Path) -> Path:
+    """A Unix socket's file (it stays when the socket is closed)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+    return path
+
+
+def model_config(t: Path, text: str | None = None, name: str = "config.json", **changes) -> Path:
+    """The copied demo model (t/model) with one of its JSON files written again: ``changes`` on top, or ``text``."""
+    path = t / "model" / name
+    if text is None:
+        cfg = json.loads(path.read_text())
+        cfg.update(changes)
+        text = json.dumps(cfg, indent=1)
+    path.write_text(text)
+    return t / "model"
+
+
+def model_file_fifo(t: Path, name: str) -> Path:
+    (t / "model" / name).unlink()
+    fifo(t / "model" / name)
+    return t / "model"
+
+
+def info_fifo(d: Path) -> Path:
+    d.mkdir(parents=True)
+    (d / "x.json").write_text(json.dumps([GOOD] * 4))
+    fifo(d / "dataset_info.json")
+    return d
+
+
+def data_file(d: Path, name: str, text: str) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(text)
+    return d / name
+
+
+def big_cell_csv(d: Path, size: int = 10_000_000) -> Path:
+    return data_file(d, "big.csv", "instruction,input,output\nSay hi.,,Hi!\n\"" + "a" * size + "\",,yes\n")
 
 
 X300 = "x" * 300
@@ -426,4 +513,84 @@ CASES = [
          "o.json": json.dumps([{"conversations": [{"from": "human", "value": "q"}]}] * 4),
          "dataset_info.json": json.dumps({"odd": {"file_name": "o.json", "formatting": "sharegpt"}})}),
                   "dataset": "odd"}, [t / "odd"])),
+    # issue 31: bounded inputs
+    ("a NUL byte in output_dir", "output_dir", lambda t: s({"output_dir": "runs/a\0b"})),
+    ("a NUL byte in the model path", "model_name_or_path", lambda t: s({"model_name_or_path": f"{t}/model\0x"}, [t / "model"])),
+    ("a NUL byte in the data folder", "dataset_dir", lambda t: s({"dataset_dir": f"{t}/data\0x"}, [t / "data"])),
+    ("a NUL byte in a dataset file name", "dataset", lambda t: s({"dataset": f"{t}/x\0.json"}, [t])),
+    ("a NUL byte in the DeepSpeed path", "deepspeed", lambda t: s({"deepspeed": f"{t}/ds\0.json"}, [t])),
+    ("a FIFO as the job file", "file", lambda t: s(job_file=fifo(t / "job.yaml"))),
+    ("a socket as the job file", "file", lambda t: s(job_file=socket_file(t / "job.sock"))),
+    ("a FIFO as the DeepSpeed JSON", "deepspeed", lambda t: s({"deepspeed": fifo(t / "ds" / "ds.json")}, [t / "ds"])),
+    ("a FIFO as a dataset file", "dataset", lambda t: s({"dataset": fifo(t / "f" / "x.json")}, [t / "f"])),
+    ("a FIFO as dataset_info.json", "dataset", lambda t: s({"dataset_dir": info_fifo(t / "f"), "dataset": "x"}, [t / "f"])),
+    ("a FIFO as the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_file_fifo(t, "config.json")}, [t / "model"])),
+    ("a FIFO as the model's tokenizer_config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_file_fifo(t, "tokenizer_config.json")}, [t / "model"])),
+    ("hidden_size 1e400 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"hidden_size": 128', '"hidden_size": 1e400'))}, [t / "model"])),
+    ("NaN in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"rms_norm_eps": 1e-06', '"rms_norm_eps": NaN'))}, [t / "model"])),
+    ("hidden_size 1e12 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, hidden_size=10**12)}, [t / "model"])),
+    ("vocab_size 12.5 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, vocab_size=12.5)}, [t / "model"])),
+    ("a key twice in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"hidden_size": 128', '"hidden_size": 128,\n "hidden_size": 64'))}, [t / "model"])),
+    ("Infinity in tokenizer_config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, name="tokenizer_config.json", model_max_length=float("inf"))},
+                 [t / "model"])),
+    ("num_samples 1e400 in dataset_info.json", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "n", '{"x": {"file_name": "x.json", "num_samples": 1e400}}'),
+                  "dataset": "x"}, [t / "n"])),
+    ("a key twice in dataset_info.json", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "n", '{"x": {"file_name": "x.json"},\n "x": {"file_name": "y.json"}}'),
+                  "dataset": "x"}, [t / "n"])),
+    ("a CSV with a 10 MB cell", "dataset", lambda t: s({"dataset": big_cell_csv(t / "c")}, [t / "c"])),
+    ("a CSV row past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "c", "wide.csv", "instruction,input,output\n" + ",".join(["w" * 3000] * 3) + "\n"),
+                  "max_record_bytes": "4096"}, [t / "c"])),
+    ("a JSON line past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "j", "long.jsonl", json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "input": "i" * 5000})),
+                  "max_record_bytes": "2048"}, [t / "j"])),
+    ("a JSON list record past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "j", "long.json", json.dumps([GOOD, {**GOOD, "input": "i" * 200_000}])),
+                  "max_record_bytes": "65536"}, [t / "j"])),
+    ("max_cell_bytes of 10", "max_cell_bytes", lambda t: s({"max_cell_bytes": "10"})),
+    ("max_record_bytes of 1e15", "max_record_bytes", lambda t: s({"max_record_bytes": "1e15"})),
+    ("a DeepSpeed JSON with stage 7", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 7}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON offloading to a GPU", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 3, "offload_param": {
+         "device": "gpu"}}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON with a ZeRO key misspelt", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 2, "overlap_com": True}}))},
+                 [t / "ds"])),
+    ("a DeepSpeed JSON whose loss scale is text", "deepspeed",  # past ZeRO: DeepSpeed's whole config model
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 2}, "fp16": {
+         "enabled": "auto", "initial_scale_power": "sixteen"}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON with a key twice", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", '{"zero_optimization": {"stage": 2},\n "zero_optimization": {"stage": 3}}')},
+                 [t / "ds"])),
+    ("a DeepSpeed JSON with Infinity", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", '{"zero_optimization": {"stage": 2, "reduce_bucket_size": Infinity}}')},
+                 [t / "ds"])),
+    ("a key twice in a YAML job file", "learning_rate",
+     lambda t: s(job_file=yaml_file(t, "learning_rate: 1.0e-4\nmax_steps: 5\nlearning_rate: 1.0e-3\n"))),
+    ("a key twice in a JSON job file", "output_dir",
+     lambda t: s(job_file=yaml_file(t, '{"output_dir": "runs/a",\n "output_dir": "runs/b"}\n', "job.json"))),
+    ("a key twice inside extra_args in a job file", "extra_args",
+     lambda t: s(job_file=yaml_file(t, "extra_args:\n  adam_beta2: 0.9\n  adam_beta2: 0.95\n"))),
+    ("a key twice in extra_args JSON", "extra_args", lambda t: s({"extra_args": '{"adam_beta2": 0.9, "adam_beta2": 0.95}'})),
+    ("infinity inside extra_args in a job file", "extra_args",
+     lambda t: s(job_file=yaml_file(t, "extra_args: {adam_epsilon: .inf}\n"))),
+    ("a GPU id that does not exist", "gpu_ids", lambda t: s({"gpu_ids": "97"})),  # none here; 97 on no machine
+    ("a million DataLoader workers", "extra_args", lambda t: s({"extra_args": '{"dataloader_num_workers": 1000000}'})),
+    ("300 DataLoader workers", "extra_args", lambda t: s({"extra_args": '{"dataloader_num_workers": 300}'})),
+    ("300 preprocessing workers", "preprocessing_num_workers", lambda t: s({"preprocessing_num_workers": "300"})),
+    ("a million DataLoader workers as the field", "dataloader_num_workers", lambda t: s({"dataloader_num_workers": "1000000"})),
 ]

@@ -112,6 +112,18 @@ def test_records_llamafactory_skips_are_skipped_and_named_and_an_empty_answer_is
     assert learned and tk.decode(learned).strip() == tk.eos_token  # the template's end of the answer, learned
 
 
+def test_a_record_past_max_record_bytes_is_skipped_and_named_by_the_trainer(tmp_path):
+    """The checks refuse such a file before launch; the trainer reads the same limit (a file changed since, a hub
+    dataset the checks do not read): the record is skipped and named, never tokenized."""
+    recs = [{"instruction": f"q{i}", "output": f"a{i}"} for i in range(20)]
+    recs[5]["output"] = "long " * 1000
+    (tmp_path / "d.json").write_text(json.dumps(recs))
+    job = spec.JobSpec(dataset_dir=str(tmp_path), dataset=[str(tmp_path / "d.json")], max_record_bytes=2048)
+    p = dataprep.prepare(job, tok())
+    assert (p.info["samples"], p.info["skipped"]) == (19, 1)
+    assert [(x["record"], x["message"]["key"]) for x in p.info["problems"]] == [(5, "data.skipped_record")]
+
+
 def test_the_cutoff_statistics(data):
     tk = tok()
     full = dataprep.prepare(job(data, ["lf_sharegpt_cols"], cutoff_len=4096), tk)

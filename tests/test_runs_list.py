@@ -267,6 +267,29 @@ def test_a_listing_of_150_runs_is_quick_once_cached(tmp_path, index, manager, mo
     print(f"warm listing of 150 runs: {warm * 1000:.0f} ms")
 
 
+def test_a_listing_piped_into_head_ends_quietly(tmp_path, index):
+    """`zeroboard runs | head` ended in a BrokenPipeError traceback. A reader that goes away ends any command
+    quietly, as git's do: no traceback, status 141 (what a shell reports for SIGPIPE). A real pipe through bash,
+    with more to print than the pipe holds (64 KiB), so the writer always meets the closed end."""
+    import subprocess
+    import sys
+
+    for i in range(100):
+        synthetic_run(tmp_path / f"r{i:03d}", index, seed=i, steps=10)
+    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index)}
+    zb = f"{sys.executable} -m zeroboard.cli"
+    whole = subprocess.run(f"{zb} runs --json", shell=True, capture_output=True, text=True, env=env, timeout=120)
+    assert whole.returncode == 0 and len(whole.stdout.encode()) > 1 << 16
+    for cmd in ("runs --json", "runs"):
+        done = subprocess.run(["bash", "-c", f"{zb} {cmd} | head -1; echo status=${{PIPESTATUS[0]}} >&2"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        status = done.stderr.strip().splitlines()[-1]
+        assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+        assert status in ("status=141", "status=0"), done.stderr  # 0: the table (17 kB) may fit the pipe whole
+        if cmd == "runs --json":
+            assert status == "status=141"
+
+
 # --- the Runs page's functions (plain values; the browser test drives the page itself) -----------------------
 
 

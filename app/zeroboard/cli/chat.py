@@ -32,16 +32,20 @@ def _devices(args) -> tuple[str, list[int]]:
 
 def _settings(args) -> dict:
     return {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
-            "seed": args.seed}
+            "seed": args.seed, "max_prompt_tokens": args.max_prompt_tokens}
 
 
 def _answer(worker: chat_client.Worker, side: str, messages: list[dict], settings: dict, stream) -> dict:
-    """One answer, its pieces written to ``stream`` as they come; Ctrl-C stops it (the answer so far is kept)."""
+    """One answer, its pieces written to ``stream`` as they come; Ctrl-C stops it (the answer so far is kept).
+    Raises OutputError for a refusal (the client's or the worker's) and for an answer that never ended."""
     rid = secrets.token_hex(6)
     done: dict = {}
+    ended = False
     try:
         for reply in worker.generate([{"side": side, "messages": messages}], settings, rid):
-            if reply.get("done"):
+            if reply.get("end"):
+                ended = True
+            elif reply.get("done"):
                 done = reply
             elif "text" in reply:
                 stream.write(reply["text"])
@@ -50,8 +54,12 @@ def _answer(worker: chat_client.Worker, side: str, messages: list[dict], setting
                 raise OutputError(reply["error"])
     except KeyboardInterrupt:
         worker.stop(rid)
-        done = {"stopped": True}
+        done, ended = {"stopped": True}, True
+    if not ended or not done:
+        raise OutputError(say("chat.no_answer"))
     stream.write("\n")
+    if not done.get("text") and not done.get("stopped"):
+        print(text("chat.empty_answer", default_lang()), file=sys.stderr)
     return done
 
 
@@ -114,9 +122,13 @@ def cmd_chat(args) -> int:
                 break
             if not question.strip():
                 continue
-            history.append({"role": "user", "content": question})
-            done = _answer(worker, side, history, _settings(args), sys.stdout)
-            history.append({"role": "assistant", "content": done.get("text", "")})
+            try:
+                done = _answer(worker, side, history + [{"role": "user", "content": question}], _settings(args),
+                               sys.stdout)
+            except OutputError as e:  # refused (too long, a setting out of bounds): the conversation goes on without it
+                print(f"chat: {tr(e.args[0], lang)}", file=sys.stderr)
+                continue
+            history += [{"role": "user", "content": question}, {"role": "assistant", "content": done.get("text", "")}]
         return 0
     except (Busy, StartError, OutputError, OSError) as e:
         return _fail(e, lang)
@@ -157,6 +169,7 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--temperature", type=float, default=0.0, help=text("cli.chat_temperature_help", lang))
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-prompt-tokens", type=int, default=0, help=text("cli.chat_max_prompt_help", lang))
     s.add_argument("--idle-minutes", type=float, default=chat_client.IDLE_S / 60, help=text("cli.chat_idle_help", lang))
     s.add_argument("--json", action="store_true", help=text("cli.chat_json_help", lang))
     s.set_defaults(fn=cmd_chat)

@@ -94,6 +94,8 @@ def data_files(path: Path, name: str) -> tuple[list[Path], str]:
             raise DataError(say("data.folder_empty", name=name, path=str(path)))
     elif path.is_file():
         files = [path]
+    elif (kind := safeload.special_kind(path)) is not None:  # a FIFO would hold every read of it for ever
+        raise DataError(say("data.special_file", name=name, path=str(path), why=say(kind)))
     else:
         raise DataError(say("data.points_nowhere", name=name, path=str(path)))
     kinds = {FILE_TYPES.get(p.suffix.lower()) for p in files}
@@ -122,7 +124,7 @@ def _from_path(name: str, dataset_dir: str | Path) -> DatasetSource | None:
 
 def read_info(dataset_dir: str | Path, name: str) -> tuple[dict, Path]:
     info_path = _confined(Path(dataset_dir)) / "dataset_info.json"
-    if not info_path.is_file():
+    if not info_path.is_file() and safeload.special_kind(info_path) is None:
         raise DataError(say("data.no_info", name=name, info=str(info_path)))
     try:
         info = safeload.json_text(safeload.read_text(info_path, safeload.CONFIG), safeload.CONFIG)

@@ -40,9 +40,12 @@ BOUNDS: dict[str, Bound] = {
     "cutoff_len": Bound(8, 1_048_576, "check.cutoff_range", "check.cutoff_range"),
     "lora_rank": Bound(1, 65536, high_key="bound.lora"),
     "lora_alpha": Bound(1, 65536, high_key="bound.lora_alpha"),
-    # above this machine's cores: a note and a clamp (checks), the file may be meant for a cluster node
-    "preprocessing_num_workers": Bound(0, 1024, "check.not_negative", "bound.workers"),
-    "dataloader_num_workers": Bound(0, 1024, "check.not_negative", "bound.workers"),
+    # worker processes: above this machine's cores a note and a clamp (checks._check_workers: the file may be meant for
+    # a cluster node); above 256, no machine's
+    "preprocessing_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),
+    "dataloader_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),
+    "max_cell_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
+    "max_record_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
     "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores
@@ -70,8 +73,9 @@ def _shown(x: float | None) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def check(spec: JobSpec, errors: dict[str, Msg]) -> None:
-    """Every bounded field of ``spec``; the first problem per field goes into ``errors``."""
+def check(spec: JobSpec, errors: dict[str, Msg], warnings: dict[str, Msg] | None = None) -> None:
+    """Every bounded field of ``spec``; the first problem per field goes into ``errors`` (notes into ``warnings``)."""
+    warnings = {} if warnings is None else warnings
     for name in BOUNDS:
         msg = problem(name, getattr(spec, name))
         if msg is not None:

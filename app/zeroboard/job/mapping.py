@@ -113,4 +113,17 @@ def deepspeed(_, resolved: Resolved) -> dict:
 
 
 def extra_args(job, _: Resolved) -> dict:
-    return dict(job.extra_args)
+    """The extra TrainingArguments as given; a DataLoader worker count above the cores of the machine that runs
+    this (the trainer's) is used as the cores (the checks noted it: a count meant for a larger machine)."""
+    out = dict(job.extra_args)
+    n, cores = out.get("dataloader_num_workers"), _cores()
+    if isinstance(n, int) and not isinstance(n, bool) and n > cores:
+        out["dataloader_num_workers"] = cores
+    return out
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -87,6 +87,8 @@ class JobSpec:
     preprocessing_num_workers: int = _f(0, "data", to=own("data"))
     dataloader_num_workers: int = _f(0, "data", to=trainer("dataloader_num_workers", value=mapping.dataloader_workers))
     overwrite_cache: bool = _f(False, "data", to=own("data"))
+    max_cell_bytes: int = _f(safeload.MAX_CELL_BYTES, "data", to=own("data"))
+    max_record_bytes: int = _f(safeload.RECORD.max_bytes, "data", to=own("data"))
     # --- hyperparameters -------------------------------------------------------
     learning_rate: float = _f(5e-5, "train", to=trainer("learning_rate"))
     num_train_epochs: float = _f(3.0, "train", to=trainer("num_train_epochs"))
@@ -357,8 +359,8 @@ def read_mapping(text: str, source: str = "job") -> dict:
     """The option: value mapping of a job file's text (SpecError naming ``source`` when it is none)."""
     try:
         data = safeload.yaml_text(text, safeload.JOB)
-    except safeload.Refused as e:
-        raise SpecError({"file": say("spec.unsafe", path=source, why=say(e.key, **e.values))}) from None
+    except safeload.Refused as e:  # a key given twice or a number that is not finite names its option
+        raise SpecError({e.field or "file": say("spec.unsafe", path=source, why=say(e.key, **e.values))}) from None
     except yaml.YAMLError as e:
         raise SpecError({"file": say("spec.not_yaml", path=source, why=str(e)[:400])}) from None
     if data is None:

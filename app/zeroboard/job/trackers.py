@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import safeload
 from . import modelinfo, record, spec as specmod
 from .quoting import shell
 
@@ -97,8 +98,8 @@ def for_run(run_dir: str | Path) -> list[Written]:
     run = Path(run_dir)
     for name in (record.JOB_FILE, record.SPEC_FILE):
         try:
-            data = specmod.read_mapping((run / name).read_text(encoding="utf-8"), str(run / name))
-        except (OSError, UnicodeDecodeError, specmod.SpecError):
+            data = specmod.read_mapping(safeload.read_text(run / name, safeload.JOB), str(run / name))
+        except (OSError, ValueError):  # UnicodeDecodeError, SpecError and safeload.Refused are ValueErrors
             continue
         found = where(str(data.get("report_to") or "none"), run)
         return [found] if found is not None else []

@@ -27,6 +27,7 @@ from ..runs import processes
 from ..runs.manager import JobManager, StartError
 from ..runs.state import JobState, read_state, read_worker
 from ..words import from_json, say
+from . import chat_settings
 from .chat_target import Target
 from .inspect import OutputError
 
@@ -97,7 +98,11 @@ class Worker:
         return next(iter(self.request(op, **fields)), {})
 
     def generate(self, sides: list[dict], settings: dict, rid: str) -> Iterator[dict]:
-        """Stream one request's answers: ``sides`` = [{"side": "base"|"tuned", "messages": [...]}, ...]."""
+        """Stream one request's answers: ``sides`` = [{"side": "base"|"tuned", "messages": [...]}, ...]. Raises
+        OutputError, before anything is sent, for settings out of bounds or a request no worker takes."""
+        problem = chat_settings.request_problem(sides, settings)
+        if problem is not None:
+            raise OutputError(problem)
         return self.request("generate", timeout=None, sides=sides, settings=settings, id=rid)
 
     def stop(self, rid: str | None = None) -> None:

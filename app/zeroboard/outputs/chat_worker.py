@@ -51,11 +51,10 @@ from pathlib import Path
 from .. import files, words
 from ..job import record
 from ..words import say
-from .chat_model import DTYPES, ChatModel, Settings
+from .chat_model import DTYPES, ChatModel
+from .chat_settings import MAX_REQUEST_BYTES as MAX_REQUEST, Settings
 from .chat_target import from_dict
 from .inspect import OutputError
-
-MAX_REQUEST = 4 << 20  # bytes of one request line: a long conversation fits
 
 
 class Worker:
@@ -118,6 +117,12 @@ class Worker:
             if self.info["status"] != "ready":
                 send({"error": words.to_json(say("chat.not_ready", status=self.info["status"]))})
                 return
+            try:  # settings out of bounds: refused here, before the model is asked (chat_settings)
+                req = {**req, "settings": Settings.of(req.get("settings"))}
+            except ValueError as e:
+                send({"error": words.to_json(e.args[0])})
+                send({"end": True})
+                return
             out: queue.SimpleQueue = queue.SimpleQueue()
             self.work.put(lambda: self.answer(req, stop, out.put))
             gone = False
@@ -140,7 +145,7 @@ class Worker:
         the worker goes on with the next one (the log has the traceback)."""
         side = None
         try:
-            settings = Settings.of(req.get("settings") or {})
+            settings = req["settings"] if isinstance(req.get("settings"), Settings) else Settings.of(req.get("settings"))
             for item in req.get("sides") or []:
                 side = item.get("side", "tuned")
                 if stop.is_set() or self.quit.is_set():
@@ -225,9 +230,14 @@ class _Handler(socketserver.StreamRequestHandler):
             self.wfile.write((json.dumps(obj, ensure_ascii=False) + "\n").encode())
             self.wfile.flush()
 
+        line = self.rfile.readline(MAX_REQUEST + 1)
+        if len(line) > MAX_REQUEST:  # answered, not dropped: a client waiting on silence showed an empty answer
+            send({"error": words.to_json(say("chat.request_line_too_big", limit=f"{MAX_REQUEST:,}"))})
+            return
         try:
-            req = json.loads(self.rfile.readline(MAX_REQUEST) or b"{}")
+            req = json.loads(line or b"{}")
         except ValueError:
+            send({"error": words.to_json(say("chat.bad_request", op="?"))})
             return
         if not isinstance(req, dict) or not hmac.compare_digest(str(req.get("token", "")), worker.token):
             send({"error": words.to_json(say("chat.bad_token"))})

@@ -18,7 +18,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .. import files
+from .. import files, safeload
 from ..job import modelinfo, record, spec as specmod
 from ..job.quoting import one_line
 from ..training import templates
@@ -35,8 +35,8 @@ CARD_FIELDS = ("finetuning_type", "template", "cutoff_len", "learning_rate", "nu
 def _job(run: Path) -> dict:
     for name in (record.JOB_FILE, record.SPEC_FILE):
         try:
-            return specmod.read_mapping((run / name).read_text(encoding="utf-8"), str(run / name))
-        except (OSError, UnicodeDecodeError, specmod.SpecError):
+            return specmod.read_mapping(safeload.read_text(run / name, safeload.JOB), str(run / name))
+        except (OSError, ValueError):  # UnicodeDecodeError, SpecError and safeload.Refused are ValueErrors
             continue
     return {}
 

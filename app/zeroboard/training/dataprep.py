@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import files, words
-from ..data import convert, info as datainfo, tokens
+from ..data import convert, info as datainfo, records as datarecords, tokens
 from ..data.formats import DataError
 from ..data.info import DatasetSource
 from ..job import mapping, spec as specmod
@@ -68,6 +68,7 @@ def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> 
     what = {"version": VERSION, "sources": [s.describe() for s in sources], "max_samples": job.max_samples,
             "seed": job.seed, "mix": [job.mix_strategy, job.interleave_probs] if len(sources) > 1 else None,
             "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
+            "sizes": [job.max_cell_bytes, job.max_record_bytes],
             "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
@@ -95,6 +96,7 @@ class TokenizeBatch:
     renderer: templates.Renderer
     cutoff: int
     truncation: tokens.Rule = "proportional"
+    sizes: datarecords.Sizes = datarecords.DEFAULT  # the job's max_cell_bytes and max_record_bytes
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         keys = list(batch)
@@ -102,6 +104,9 @@ class TokenizeBatch:
         for j, i in enumerate(indices):
             record = {k: batch[k][j] for k in keys}
             try:
+                too_big = datarecords.size_problem(record, self.src.kind, self.sizes, i)
+                if too_big is not None:
+                    raise DataError(too_big)
                 c = convert.chat_of(record, self.src, self.formatting)
                 layouts.append(self.renderer.layout(c.messages, c.tools))
             except Exception as e:  # a record that cannot be used: skipped, counted, its reason kept
@@ -164,7 +169,8 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         t = time.time()
         procs = workers(job, len(raw))
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
-        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation)
+        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation,
+                           datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
                              features=_features(), num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import words, workspace
-from ..job import devices as devmod, record
+from ..job import checks, devices as devmod, record
 from ..job.spec import DEMO_MODEL
 from ..outputs import chat_client, chat_target
 from ..outputs.inspect import OutputError
@@ -65,6 +65,8 @@ def _target(value: str) -> chat_target.Target:
     """The target of a path typed or picked on the page: inside the folders the page may read (its base model too),
     as a job's model must be. Raises OutputError."""
     ws = workspace.current()
+    if (unusable := checks.path_too_long(value)) is not None:  # a NUL byte, a name no filesystem holds
+        raise OutputError(unusable)
     if not ws.readable(value, cache_ok=True):
         raise OutputError(words.say("check.read_outside", path=value, roots=ws.describe()))
     t = chat_target.resolve(value)
@@ -185,7 +187,8 @@ def figures_text(figures: dict, lang: str) -> str:
             tps = f"{f['tokens_per_s']:.1f}" if f.get("tokens_per_s") else "-"
             parts.append(words.text("chat.figures", lang, side=words.label(f"chat.side_{side}", lang),
                                     tokens=f.get("tokens", 0), ttft=ttft, tps=tps)
-                         + (" · " + words.text("chat.stopped", lang) if f.get("stopped") else ""))
+                         + (" · " + words.text("chat.stopped", lang) if f.get("stopped") else "")
+                         + (" · " + words.text("chat.empty_answer", lang) if f.get("text", None) == "" else ""))
     return "  \n".join(parts)
 
 
@@ -207,21 +210,39 @@ def ask(manager: JobManager, folder: str | None, question: str, tuned: list[dict
         shown += [{"role": "user", "content": question}, {"role": "assistant", "content": ""}]
     live = dict(sides)
     figures: dict = {}
+    ended, said = False, ""
     yield tuned, base, ""
     try:
         for reply in worker.generate(request, settings, rid):
             side = reply.get("side")
-            if reply.get("done") and side in live:  # the whole answer, as decoded at its end, and its figures
+            if reply.get("end"):
+                ended = True
+            elif reply.get("done") and side in live:  # the whole answer, as decoded at its end, and its figures
                 figures[side] = reply
                 live[side][-1] = {"role": "assistant", "content": reply.get("text", live[side][-1]["content"])}
                 yield tuned, base, figures_text(figures, lang)
             elif "text" in reply and side in live:
                 live[side][-1] = {"role": "assistant", "content": live[side][-1]["content"] + reply["text"]}
                 yield tuned, base, figures_text(figures, lang)
-            elif "error" in reply:
-                yield tuned, base, words.tr(reply["error"], lang)
+            elif "error" in reply:  # refused or failed: the question leaves that side's history (or every side's)
+                for s, shown in sides:
+                    if side in (None, s) and shown and not shown[-1]["content"]:
+                        del shown[-2:]
+                said = words.tr(reply["error"], lang)
+                yield tuned, base, said
+    except OutputError as e:  # refused before it was sent (chat_settings): nothing was asked
+        for _, shown in sides:
+            del shown[-2:]
+        yield tuned, base, words.tr(e.args[0], lang)
+        return
     except OSError as e:
         yield tuned, base, words.text("chat.worker_gone", lang, why=str(e))
+        return
+    if not ended and not said:  # the connection ended without an answer: never an empty success
+        for _, shown in sides:
+            if shown and not shown[-1]["content"]:
+                del shown[-2:]
+        yield tuned, base, words.text("chat.no_answer", lang)
 
 
 def stop(manager: JobManager, folder: str | None, rid: str) -> None:

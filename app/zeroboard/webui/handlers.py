@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import files, planner, words, workspace
+from .. import files, planner, safeload, words, workspace
 from ..data import convert, info as datainfo, records
 from ..data.formats import DataError
 from ..job import checks, command, devices, placement, spec
@@ -117,9 +117,11 @@ def deepspeed_json(cmd: command.Command | None) -> str:
         return ""
     path = Path(cmd.cwd) / cmd.deepspeed_config
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        return f"// {text('page.cannot_read', 'en', path=str(path), why=e.strerror or str(e))}"
+        return safeload.read_text(path, safeload.CONFIG)
+    except safeload.Refused as e:
+        return f"// {text('page.cannot_read', 'en', path=str(path), why=text(e.key, 'en', **e.values))}"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"// {text('page.cannot_read', 'en', path=str(path), why=getattr(e, 'strerror', None) or str(e))}"
 
 
 def report_markdown(checked: Checked, lang: str = "en") -> str:
@@ -215,9 +217,9 @@ def save_args(values: dict, path: str, lang: str = "en", replace: bool = False) 
 
 def _saved_args_file(p: Path) -> bool:
     try:
-        with p.open(encoding="utf-8") as fh:
-            return fh.readline().strip() == SAVED_MARK
-    except (OSError, UnicodeDecodeError):
+        with safeload.open_text(p) as fh:  # a FIFO in its place is no saved file (and is not waited on)
+            return fh.readline(len(SAVED_MARK) + 2).strip() == SAVED_MARK
+    except (OSError, UnicodeDecodeError, safeload.Refused):
         return False
 
 
@@ -250,6 +252,8 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
     except ValueError as e:
         return f"**{text('page.error', lang)}** dataset: {html.escape(tr(e.args[0], lang))}"
     ws = workspace.current()
+    if (unusable := checks.path_too_long(dataset_dir or "")) is not None:
+        return f"**{text('page.error', lang)}** dataset_dir: {html.escape(tr(unusable, lang))}"
     if not ws.readable(dataset_dir, cache_ok=True):
         why = text("check.read_outside", lang, path=dataset_dir, roots=ws.describe())
         return f"**{text('page.error', lang)}** dataset_dir: {html.escape(why)}"

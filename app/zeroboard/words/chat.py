@@ -28,6 +28,40 @@ WORDS: dict[str, tuple[str, str]] = {
     "chat.load_failed": ("the model could not be loaded: {why}", "模型加载失败:{why}"),
     "chat.load_timeout": ("the model was not loaded after {seconds} s", "{seconds} 秒后模型仍未加载完"),
     "chat.answer_failed": ("the answer failed: {why}", "生成回答失败:{why}"),
+    # --- bounded requests (outputs.chat_settings, the worker's prompt budget) ----------------------------
+    "chat.setting_bad": (
+        "the chat setting {name} = {got} is out of bounds: it takes {low} to {high}",
+        "对话设置 {name} = {got} 超出范围:取值应在 {low} 到 {high} 之间",
+    ),
+    "chat.prompt_too_many_chars": (
+        "the conversation is {n} characters long, more than a chat request carries ({limit} at most): nothing was "
+        "sent; shorten it, or Clear the conversation",
+        "对话长 {n} 个字符,超过一次对话请求能携带的上限({limit}):没有发送;请缩短,或清空对话",
+    ),
+    "chat.request_too_big": (
+        "the request is {n} bytes, more than the chat worker reads ({limit}): nothing was sent; shorten the "
+        "conversation",
+        "请求有 {n} 字节,超过对话进程能读取的上限({limit}):没有发送;请缩短对话",
+    ),
+    "chat.request_line_too_big": (
+        "the request is larger than the chat worker reads ({limit} bytes): shorten the conversation",
+        "请求超过了对话进程能读取的上限({limit} 字节):请缩短对话",
+    ),
+    "chat.prompt_too_long": (
+        "the prompt is {n} tokens; this model reads {context} positions and the answer may take {answer} of them, so "
+        "a prompt may take {limit}: nothing was generated; shorten it, Clear the conversation, or lower max new tokens",
+        "提示词有 {n} 个 token;该模型最多读取 {context} 个位置,回答最多占 {answer} 个,所以提示词最多 {limit} 个:"
+        "没有生成;请缩短提示词、清空对话,或调小最大生成长度",
+    ),
+    "chat.answer_too_long": (
+        "max new tokens = {n} leaves no room for a prompt: this model reads {context} positions at most; lower it",
+        "最大生成长度 = {n},没有给提示词留下空间:该模型最多读取 {context} 个位置;请调小它",
+    ),
+    "chat.no_answer": (
+        "the chat worker ended the answer without finishing it: nothing was answered; Send again, or Unload and Load",
+        "对话进程没有完成回答就结束了:没有得到回答;请重新发送,或卸载后重新加载",
+    ),
+    "chat.empty_answer": ("empty answer: the model's end token came first", "回答为空:模型一开始就生成了结束符"),
     # --- the Modelfile's template ------------------------------------------------------------------
     "export.tpl_none": ("the tokenizer has no chat template", "分词器没有对话模板"),
     "export.tpl_turn": (
@@ -122,6 +156,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.chat_gpus_help": ("the GPUs to load it on (default: GPU 0, or the CPU without a GPU)",
                            "加载到哪些 GPU(默认:GPU 0;没有 GPU 时用 CPU)"),
     "cli.chat_cpu_help": ("load it on the CPU", "加载到 CPU"),
+    "cli.chat_max_prompt_help": (
+        "the longest prompt, in tokens (0: the model's context less --max-new-tokens); a longer one is refused",
+        "提示词最多的 token 数(0:模型上下文长度减去 --max-new-tokens);更长的会被拒绝",
+    ),
     "cli.chat_temperature_help": ("0: greedy (the default)", "0:贪心解码(默认)"),
     "cli.chat_idle_help": ("a worker nobody asks for this long unloads itself", "对话进程空闲这么久后自动卸载"),
     "cli.chat_json_help": ("print the answer and its figures as JSON", "以 JSON 打印回答及其统计"),

@@ -157,6 +157,21 @@ WORDS: dict[str, tuple[str, str]] = {
     # devices
     "check.no_gpu": ("no NVIDIA GPU found (NVML sees none); choose cpu or auto", "没有找到 NVIDIA GPU(NVML 看不到);请选择 cpu 或 auto"),
     "check.gpu_missing": ("GPU {wrong} does not exist; this machine has GPU {have}", "GPU {wrong} 不存在;这台机器的 GPU 是 {have}"),
+    "check.ds_refused": (
+        "DeepSpeed refuses {file}: {why}; the ranks would stop on it at start. Fix the file (\"auto\" takes the job's "
+        "value where the Trainer fills one)",
+        "DeepSpeed 拒绝了 {file}:{why};各进程启动时会因此停止。请修改该文件(Trainer 会填写的项可写 \"auto\",取任务中的值)",
+    ),
+    "check.ds_unchecked": (
+        "not checked against DeepSpeed's own config model ({why}); the ranks will check it at start",
+        "没有用 DeepSpeed 自己的配置模型检查({why});各进程启动时会检查它",
+    ),
+    "check.ds_not_installed": ("DeepSpeed is not installed here", "这里没有安装 DeepSpeed"),
+    "check.ds_timeout": ("DeepSpeed gave no answer within {seconds} s", "DeepSpeed 在 {seconds} 秒内没有回答"),
+    "check.gpu_none_here": (
+        "GPU {wrong} does not exist: no GPU on this machine (NVML sees none); leave gpu_ids empty to train on CPU",
+        "GPU {wrong} 不存在:这台机器上没有 GPU(NVML 看不到);要在 CPU 上训练请把 gpu_ids 留空",
+    ),
     "check.gpu_twice": ("lists a GPU twice; give each index once", "同一张 GPU 出现了两次;每个编号只写一次"),
     "check.gpu_no_bf16": (
         "GPU {gpus} cannot do bf16 (needs compute capability 8.0+); use fp16 or auto",

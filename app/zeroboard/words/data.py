@@ -155,4 +155,25 @@ WORDS: dict[str, tuple[str, str]] = {
         "or pick a text dataset",
         "含有 {keys}:这是多模态记录,纯文本的监督微调无法按原意学习;请去掉媒体,或换一个纯文本数据集",
     ),
+    # records read within the job's limits (data.records)
+    "data.record_too_big": (
+        "{path} record {i}{at} is larger than max_record_bytes ({limit}); it was not read further: split it, or raise "
+        "max_record_bytes",
+        "{path} 第 {i} 条记录{at}超过了 max_record_bytes({limit});没有继续读取:请拆分它,或调大 max_record_bytes",
+    ),
+    "data.cell_too_big": (
+        "{path} record {i} (line {line}) has a cell of {size}, larger than max_cell_bytes ({limit}): shorten it, or "
+        "raise max_cell_bytes",
+        "{path} 第 {i} 条记录(第 {line} 行)有一个 {size} 的单元格,超过了 max_cell_bytes({limit}):请缩短它,或调大 max_cell_bytes",
+    ),
+    "data.skipped_cell": (
+        "record {i} has a cell larger than max_cell_bytes ({limit}): skipped",
+        "第 {i} 条记录有单元格超过了 max_cell_bytes({limit}):已跳过",
+    ),
+    "data.skipped_record": (
+        "record {i} is larger than max_record_bytes ({limit}): skipped",
+        "第 {i} 条记录超过了 max_record_bytes({limit}):已跳过",
+    ),
+    "data.at_line": (" (line {line})", "(第 {line} 行)"),
+    "data.special_file": ("{name} points to {path}: {why}", "{name} 指向 {path}:{why}"),
 }

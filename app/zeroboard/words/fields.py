@@ -81,8 +81,9 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
     "preprocessing_num_workers": (
         "Preprocessing workers",
         "预处理进程数",
-        "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores).",
-        "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数)。",
+        "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores; "
+        "more than the cores is used as the cores).",
+        "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数;超过核数时按核数使用)。",
     ),
     "dataloader_num_workers": (
         "Loader workers",
@@ -95,6 +96,20 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "覆盖缓存",
         "Tokenize again even when the cache holds this data with this tokenizer and template.",
         "即使缓存中已有相同数据、分词器和模板的结果,也重新分词。",
+    ),
+    "max_cell_bytes": (
+        "Largest CSV cell (bytes)",
+        "CSV 单元格上限(字节)",
+        "A CSV cell larger than this is refused before launch, naming its row (the trainer skips it); raise it for "
+        "long documents.",
+        "超过此大小的 CSV 单元格在启动前被拒绝,并指出所在行(训练时会跳过它);长文档请调大。",
+    ),
+    "max_record_bytes": (
+        "Largest record (bytes)",
+        "单条记录上限(字节)",
+        "A record (a JSON value, a JSON line, a CSV row) larger than this is refused before launch, naming it (the "
+        "trainer skips it); nothing larger is read into memory.",
+        "超过此大小的记录(一个 JSON 值、一行 JSON、一行 CSV)在启动前被拒绝并被指出(训练时会跳过它);不会把更大的内容读入内存。",
     ),
     "learning_rate": ("Learning rate", "学习率", "Peak learning rate of AdamW.", "AdamW 的峰值学习率。"),
     "num_train_epochs": (
