@@ -275,13 +275,10 @@ def test_chat_requests_are_bounded_and_a_refused_one_leaves_the_worker_and_the_c
 # --- e2e: a tuned demo in a real worker --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory, demo) -> Path:
-    out = tmp_path_factory.mktemp("chat") / "run"
-    p = cli("train", "examples/demo.yaml", f"--set=output_dir={out}", "--set=dataset=identity", "--set=max_steps=100",
-            "--set=logging_steps=20")
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return out
+@pytest.fixture()
+def lora_run(bank) -> Path:
+    """The session's LoRA run on the identity set (tests/bank.py)."""
+    return bank.get("lora_identity")
 
 
 @pytest.fixture()
