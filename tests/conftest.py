@@ -83,3 +83,41 @@ def bank(tmp_path_factory, demo):
     from bank import Bank
 
     return Bank(tmp_path_factory.mktemp("bank"), Path(os.environ["ZEROBOARD_RUNS_INDEX"]))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session's browser tests; each test opens a context (a fresh page) of its own."""
+    from helpers import chromium
+
+    with chromium() as b:
+        yield b
+
+
+def _serve(tmp_path_factory, name: str, env: dict):
+    from helpers import start_server, stop_jobs, stop_server
+    from zeroboard.job import command
+
+    work = tmp_path_factory.mktemp(name)
+    port = command.free_port()
+    proc = start_server(port, work / "runs.json", work / "server.log", env={"ZEROBOARD_LANG": "", **env})
+    yield f"http://127.0.0.1:{port}/", work
+    stop_jobs(work / "runs.json")
+    stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def webui(tmp_path_factory):
+    """One ``zeroboard webui`` for the session's browser tests, as a user starts it: (its URL, its folder, whose
+    ``runs.json`` is its runs index).  Each test works in folders of its own and ends the runs it starts; a test that
+    needs a server of its own (another environment, a restart, a password) starts one."""
+    yield from _serve(tmp_path_factory, "webui", {})
+
+
+@pytest.fixture(scope="session")
+def standin_webui(tmp_path_factory):
+    """The same, whose jobs run the stand-in trainer (helpers.standin_env): for the pages' supervision tests (Abort,
+    the queue), which are not about the training."""
+    from helpers import standin_env
+
+    yield from _serve(tmp_path_factory, "standin-webui", standin_env(step_s=0.1))

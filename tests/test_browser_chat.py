@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
+from helpers import start_server, stop_jobs, stop_server, wait_until
 from zeroboard.data import demo as demo_data
 from zeroboard.job import command
 from zeroboard.outputs.chat_client import rss_tree
@@ -39,7 +39,7 @@ def last_bot(page, chat: str) -> str:
     return rows.last.inner_text().strip() if rows.count() else ""
 
 
-def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_path, bank):
+def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_path, bank, browser):
     index = tmp_path / "runs.json"
     run = bank.listed_in("lora_identity", index)  # the session's identity run, the only one this server lists
     asked = cli(index, "chat", str(run), "--base", "--cpu", "--prompt", Q, "--max-new-tokens", "128", "--json")
@@ -50,61 +50,61 @@ def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_p
     port = command.free_port()
     server = start_server(port, index, tmp_path / "server.log")
     try:
-        with chromium() as browser:
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            page.set_default_timeout(30_000)
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector("#zb-start")
-            page.get_by_role("tab", name="Chat").click()
-            page.wait_for_function(f"() => document.querySelector('#zb-chat-target input')?.value === {json.dumps(str(run))}")
-            page.wait_for_selector("#zb-chat-about :text('LoRA adapter')")
-            before = rss_tree(server.pid)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.set_default_timeout(30_000)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#zb-start")
+        page.get_by_role("tab", name="Chat").click()
+        page.wait_for_function(f"() => document.querySelector('#zb-chat-target input')?.value === {json.dumps(str(run))}")
+        page.wait_for_selector("#zb-chat-about :text('LoRA adapter')")
+        before = rss_tree(server.pid)
 
-            page.locator("#zb-chat-load").click()
-            page.wait_for_selector("#zb-chat-status :text('loaded on CPU')", timeout=LOAD_S * 1000)
-            assert "held" in page.locator("#zb-chat-status").inner_text()
+        page.locator("#zb-chat-load").click()
+        page.wait_for_selector("#zb-chat-status :text('loaded on CPU')", timeout=LOAD_S * 1000)
+        assert "held" in page.locator("#zb-chat-status").inner_text()
 
-            # one question: the answer arrives in more than one update
-            page.evaluate("""() => {
-                window.zbSeen = new Set();
-                const box = document.querySelector('#zb-chat-tuned');
-                new MutationObserver(() => {
-                    const rows = box.querySelectorAll('.bot-row');
-                    if (rows.length) window.zbSeen.add(rows[rows.length - 1].innerText.trim());
-                }).observe(box, {subtree: true, childList: true, characterData: true});
-            }""")
-            page.locator("#zb-chat-question textarea").fill(Q)
-            page.locator("#zb-chat-send").click()
-            wait_until(lambda: last_bot(page, "zb-chat-tuned") == demo_data.IDENTITY_ANSWER_EN, 120, "the tuned answer")
-            seen = [s for s in page.evaluate("() => [...window.zbSeen]") if s]
-            assert len(seen) > 1, f"the answer arrived in one piece: {seen}"
-            assert all(demo_data.IDENTITY_ANSWER_EN.startswith(s) for s in seen), seen  # growing, token by token
+        # one question: the answer arrives in more than one update
+        page.evaluate("""() => {
+            window.zbSeen = new Set();
+            const box = document.querySelector('#zb-chat-tuned');
+            new MutationObserver(() => {
+                const rows = box.querySelectorAll('.bot-row');
+                if (rows.length) window.zbSeen.add(rows[rows.length - 1].innerText.trim());
+            }).observe(box, {subtree: true, childList: true, characterData: true});
+        }""")
+        page.locator("#zb-chat-question textarea").fill(Q)
+        page.locator("#zb-chat-send").click()
+        wait_until(lambda: last_bot(page, "zb-chat-tuned") == demo_data.IDENTITY_ANSWER_EN, 120, "the tuned answer")
+        seen = [s for s in page.evaluate("() => [...window.zbSeen]") if s]
+        assert len(seen) > 1, f"the answer arrived in one piece: {seen}"
+        assert all(demo_data.IDENTITY_ANSWER_EN.startswith(s) for s in seen), seen  # growing, token by token
 
-            # side by side: the same question, the base on the left, the tuned model on the right
-            page.locator("#zb-chat-clear").click()
-            page.locator("#zb-chat-side-by-side input[type=checkbox]").check()
-            page.locator("#zb-chat-base").wait_for(state="visible")
-            page.locator("#zb-chat-question textarea").fill(Q)
-            page.locator("#zb-chat-send").click()
-            wait_until(lambda: last_bot(page, "zb-chat-tuned") == demo_data.IDENTITY_ANSWER_EN, 120, "the tuned answer")
-            assert last_bot(page, "zb-chat-base") == base_answer
-            left = page.locator("#zb-chat-base").bounding_box()
-            right = page.locator("#zb-chat-tuned").bounding_box()
-            assert left["x"] < right["x"]
-            assert "first after" in page.locator("#zb-chat-figures").inner_text()
+        # side by side: the same question, the base on the left, the tuned model on the right
+        page.locator("#zb-chat-clear").click()
+        page.locator("#zb-chat-side-by-side input[type=checkbox]").check()
+        page.locator("#zb-chat-base").wait_for(state="visible")
+        page.locator("#zb-chat-question textarea").fill(Q)
+        page.locator("#zb-chat-send").click()
+        wait_until(lambda: last_bot(page, "zb-chat-tuned") == demo_data.IDENTITY_ANSWER_EN, 120, "the tuned answer")
+        assert last_bot(page, "zb-chat-base") == base_answer
+        left = page.locator("#zb-chat-base").bounding_box()
+        right = page.locator("#zb-chat-tuned").bounding_box()
+        assert left["x"] < right["x"]
+        assert "first after" in page.locator("#zb-chat-figures").inner_text()
 
-            page.locator("#zb-chat-unload").click()
-            page.wait_for_selector("#zb-chat-message :text('Unloaded')", timeout=120_000)
-            assert "verified" in page.locator("#zb-chat-message").inner_text()
-            assert JobManager(index=index).workers() == []
+        page.locator("#zb-chat-unload").click()
+        page.wait_for_selector("#zb-chat-message :text('Unloaded')", timeout=120_000)
+        assert "verified" in page.locator("#zb-chat-message").inner_text()
+        assert JobManager(index=index).workers() == []
 
-            def back() -> int | None:
-                now = rss_tree(server.pid)
-                return now if abs(now - before) < 50 * MiB else None
+        def back() -> int | None:
+            now = rss_tree(server.pid)
+            return now if abs(now - before) < 50 * MiB else None
 
-            after = wait_until(back, 30, "the memory to come back within 50 MiB")
-            print(f"RSS of the web server and its children: {before / MiB:.0f} MiB before Load, "
-                  f"{after / MiB:.0f} MiB after Unload")
+        after = wait_until(back, 30, "the memory to come back within 50 MiB")
+        print(f"RSS of the web server and its children: {before / MiB:.0f} MiB before Load, "
+              f"{after / MiB:.0f} MiB after Unload")
+        page.close()
     finally:
         stop_server(server)
         stop_jobs(index)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
+from helpers import start_server, stop_jobs, stop_server, wait_until
 from test_browser import RUN_S, UI_S, choose, fill, status
 from zeroboard.job import command, presets
 from zeroboard.runs.state import JobState
@@ -85,7 +85,7 @@ def _events(out: Path) -> list[dict]:
 
 @pytest.mark.browser
 @pytest.mark.e2e
-def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path):
+def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path, browser):
     extensions = tmp_path / "torch_extensions"  # nothing compiled yet: a fresh machine, as far as DeepSpeed knows
     extensions.mkdir()
     port = command.free_port()
@@ -93,32 +93,31 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     server = start_server(port, tmp_path / "runs.json", tmp_path / "server.log", env=env)
     stopped, first = tmp_path / "stopped", tmp_path / "first"
     try:
-        with chromium() as browser:
-            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-            pg.set_default_timeout(UI_S)
-            pg.goto(f"http://127.0.0.1:{port}/?lang=zh")
-            pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
-            choose(pg, "deepspeed_stage", "2")
-            fill(pg, "max_steps", 10)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(UI_S)
+        pg.goto(f"http://127.0.0.1:{port}/?lang=zh")
+        pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+        choose(pg, "deepspeed_stage", "2")
+        fill(pg, "max_steps", 10)
 
-            # 开始, then 中断 while the op compiles: the compile's build lock is left behind
-            fill(pg, "output_dir", stopped)
-            pg.locator("#zb-start").click()
-            phase = pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
-            assert "正在编译 DeepSpeed 算子 deepspeed_shm_comm(仅首次)" in phase.inner_text(), phase.inner_text()
-            pg.locator("#zb-abort").click()
-            wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")
-            assert (extensions / "deepspeed_shm_comm" / "lock").exists()
+        # 开始, then 中断 while the op compiles: the compile's build lock is left behind
+        fill(pg, "output_dir", stopped)
+        pg.locator("#zb-start").click()
+        phase = pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+        assert "正在编译 DeepSpeed 算子 deepspeed_shm_comm(仅首次)" in phase.inner_text(), phase.inner_text()
+        pg.locator("#zb-abort").click()
+        wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")
+        assert (extensions / "deepspeed_shm_comm" / "lock").exists()
 
-            # the next run removes that stale lock (torch alone would wait on it forever), compiles and trains
-            box = pg.locator("#zb-output_dir input, #zb-output_dir textarea").first
-            wait_until(box.is_editable, 30, "the form to be editable")
-            fill(pg, "output_dir", first)
-            pg.locator("#zb-start").click()
-            pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
-            wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
-            assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
-            browser.close()
+        # the next run removes that stale lock (torch alone would wait on it forever), compiles and trains
+        box = pg.locator("#zb-output_dir input, #zb-output_dir textarea").first
+        wait_until(box.is_editable, 30, "the form to be editable")
+        fill(pg, "output_dir", first)
+        pg.locator("#zb-start").click()
+        pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+        wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
+        assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
+        pg.close()
     finally:
         stop_jobs(tmp_path / "runs.json")
         stop_server(server)
