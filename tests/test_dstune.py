@@ -55,12 +55,112 @@ def test_several_gpus_and_offload_keep_the_preset(model_dir, cache, stage, offlo
     assert dstune.for_run(cfg, str(cache / presets.preset_name(stage, offload)), world, str(path), ckpt) == (cfg, {})
 
 
-@pytest.mark.parametrize("kw", [{"checkpointing": True}, {"lora": True}])
-def test_checkpointing_and_lora_keep_zero3_hooks_per_module(model_dir, cache, kw):
+def test_checkpointing_keeps_zero3_hooks_per_module(model_dir, cache):
     path, params, _ = model_dir
     _, values = dstune.for_run(presets.preset("3", False), str(cache / presets.preset_name("3", False)), 1, str(path),
-                               **kw)
+                               checkpointing=True)
     assert values == {"overlap_comm": False, "stage3_param_persistence_threshold": params}
+
+
+# --- LoRA: only the adapters train ----------------------------------------------------------
+
+def adapters(path, rank=16, target="all-linear"):
+    """What peft itself makes of the model: the adapters' elements, the largest adapter matrix, one decoder layer's
+    elements, the hidden size."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    peft = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=target))
+    lora = [p for n, p in peft.named_parameters() if p.requires_grad]
+    return sum(p.numel() for p in lora), max(p.numel() for p in lora), layer, model.config.hidden_size
+
+
+def tuned(cache, path, stage, offload, world, **kw):
+    cfg = presets.preset(stage, offload)
+    return dstune.for_run(cfg, str(cache / presets.preset_name(stage, offload)), world, str(path), lora=True, **kw)
+
+
+def test_lora_zero3_on_one_gpu_adds_adapter_buckets_and_decoder_leaves(model_dir, cache):
+    path, params, layer = model_dir
+    numel, _, _, _ = adapters(path)
+    used, values = tuned(cache, path, "3", False, 1)
+    assert values == {"overlap_comm": False, "reduce_bucket_size": numel, "stage3_param_persistence_threshold": params,
+                      "leaf_module": {"classes": [layer]}}
+    assert dstune.needs_input_grads(used, lora=True) and not dstune.needs_input_grads(used, lora=False)
+
+
+def test_lora_zero3_on_several_gpus_keeps_adapters_whole_and_prefetches_a_layer(model_dir, cache):
+    """The frozen weights stay partitioned (the threshold is under every base matrix); every adapter is whole."""
+    path, _, layer = model_dir
+    numel, largest, layer_numel, hidden = adapters(path)
+    _, values = tuned(cache, path, "3", False, 4)
+    assert values["stage3_param_persistence_threshold"] == max(largest, 10 * hidden)
+    assert values["reduce_bucket_size"] == numel and values["stage3_prefetch_bucket_size"] == layer_numel
+    assert values["leaf_module"] == {"classes": [layer]} and "overlap_comm" not in values
+
+
+def test_on_the_bench_model_only_the_adapters_and_norms_persist(tmp_path, cache):
+    """The 1.1 B Llama of docs/en/gpu-results.md, built on the meta device and saved as a safetensors header: every
+    adapter and norm under the threshold, every frozen matrix above it (so still partitioned on several GPUs)."""
+    import struct
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                      num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    header = {n: {"dtype": "BF16", "shape": list(p.shape), "data_offsets": [0, 0]} for n, p in model.state_dict().items()}
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    cfg.architectures = ["LlamaForCausalLM"]
+    cfg.save_pretrained(tmp_path)
+    frozen = {n: p.numel() for n, p in model.named_parameters()}
+    peft = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+    lora = [p.numel() for p in peft.parameters() if p.requires_grad]
+    _, values = tuned(cache, tmp_path, "3", False, 8)
+    threshold = values["stage3_param_persistence_threshold"]
+    assert values["reduce_bucket_size"] == sum(lora) == 12_615_680
+    assert max(lora) <= threshold < min(n for name, n in frozen.items() if "proj" in name or "embed" in name)
+    assert values["stage3_prefetch_bucket_size"] == sum(n for name, n in frozen.items() if ".layers.0." in name)
+
+
+@pytest.mark.parametrize(("world", "offload"), [(1, False), (2, False), (1, True), (2, True)])
+def test_lora_zero2_sizes_its_bucket_to_the_adapters(model_dir, cache, world, offload):
+    path, _, _ = model_dir
+    numel, _, _, _ = adapters(path)
+    _, values = tuned(cache, path, "2", offload, world)
+    assert values == {"reduce_bucket_size": numel, **({"overlap_comm": False} if world == 1 and not offload else {})}
+
+
+def test_lora_zero3_with_offload_or_checkpointing_keeps_hooks_per_module(model_dir, cache):
+    path, _, _ = model_dir
+    numel, largest, _, hidden = adapters(path)
+    _, values = tuned(cache, path, "3", True, 2)
+    assert values == {"reduce_bucket_size": numel, "stage3_param_persistence_threshold": max(largest, 10 * hidden)}
+    _, values = tuned(cache, path, "3", False, 2, checkpointing=True)
+    assert "leaf_module" not in values and "stage3_prefetch_bucket_size" in values
+
+
+def test_lora_targets_and_rank_size_the_buckets(model_dir, cache):
+    path, _, _ = model_dir
+    numel, largest, _, hidden = adapters(path, rank=4, target=["q_proj", "v_proj"])
+    _, values = tuned(cache, path, "3", False, 2, lora_rank=4, lora_target=["q_proj", "v_proj"])
+    assert values["reduce_bucket_size"] == numel
+    assert values["stage3_param_persistence_threshold"] == max(largest, 10 * hidden)
+
+
+def test_the_preview_names_the_lora_values_on_several_processes(model_dir, cache):
+    path, _, layer = model_dir
+    numel, _, _, _ = adapters(path, rank=8)
+    spec = JobSpec(model_name_or_path=str(path), device_type="cpu", num_processes=2, deepspeed_stage="3", lora_rank=8,
+                   output_dir="runs/dstune-preview")
+    note = str(command.check_and_build(spec, [], write_presets=False).report.warnings.get("deepspeed", ""))
+    assert f"reduce_bucket_size={numel}" in note and layer in note and "overlap_comm" not in note
 
 
 def test_a_hand_edit_and_a_file_of_ones_own_win(model_dir, cache, tmp_path):

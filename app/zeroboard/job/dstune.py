@@ -1,10 +1,11 @@
 """DeepSpeed values ZeroBoard chooses for a run, on top of the course's preset files.
 
 The four files in ``cache/`` keep their readable content; these values are set for the run only, where the placement
-makes a preset value cost time for nothing. The preview says which (``note``), the trainer applies the same
-(``for_run``) and each run keeps the JSON it used (``ds_config.json``) and the one the Trainer filled in
-(``ds_config.resolved.json``). A value the user edited in a preset file, and a DeepSpeed file of the user's own, are
-never changed.
+or the method makes a preset value cost time or memory for nothing. The preview says which (``note``), the trainer
+applies the same (``for_run``), the planner plans them, and each run keeps the JSON it used (``ds_config.json``) and
+the one the Trainer filled in (``ds_config.resolved.json``). A value the user edited in a preset file, and a DeepSpeed
+file of the user's own, are never changed. Every value comes from the model's checkpoint header (``facts``), never
+from loading it. Sources: DeepSpeed 0.19.8, ``runtime/zero/*``; the counts are ``benchmarks/zero_counts.py``'s.
 
 One GPU, no offload (nothing to split and nothing to communicate):
 
@@ -14,12 +15,34 @@ One GPU, no offload (nothing to split and nothing to communicate):
   ZeRO-3 partition is the whole parameter, so gathering one only copies it into a second buffer and releasing it frees
   that copy again, for every layer in forward and in backward.
 - ``leaf_module.classes`` = the model's decoder layer class (``LlamaDecoderLayer`` for ``LlamaForCausalLM``): ZeRO-3
-  hooks each decoder layer as one unit instead of each of its linear layers, norms and blocks, and reduces the layer's
-  gradients once its backward is done (``stage3.create_reduce_and_remove_grad_hooks``). Full fine-tuning only: with
-  LoRA's adapters inside the layer the backward met a released (empty) parameter (seen on CPU); and not with gradient
-  checkpointing (the layer's backward then runs twice through DeepSpeed's re-entry logic; not tried).
+  hooks each decoder layer as one unit instead of each linear layer, norm and block inside it
+  (``parameter_offload._register_deepspeed_module`` stops at a leaf), and reduces the layer's gradients once its
+  backward is done (``stage3.create_reduce_and_remove_grad_hooks``: a full backward hook on the layer). Not with
+  gradient checkpointing (the layer's backward then runs twice through DeepSpeed's re-entry logic; not tried).
   ``stage3_module_granularity_threshold``, the other way to make leaves, can make the whole model one leaf: its
   backward hook then never fires (the token ids need no gradient) and no gradient is reduced (seen on CPU).
+
+LoRA (any number of GPUs, with or without offload): only the adapters train.
+
+- ``reduce_bucket_size`` = the adapters' elements: the optimizer and the gradient buckets only ever hold trainable
+  parameters (``stage_1_and_2``: ``is_optimized_parameter``; ``stage3``: the Trainer's optimizer groups), but ZeRO-2
+  allocates ``reduce_bucket_size`` elements for its bucket at every backward (``setup_buckets``: 500 M in the preset,
+  1 GB in bf16 for LoRA's 13 M on the 1.1 B bench, twice with ``overlap_comm``) and ZeRO-3 one at set-up ("auto": H²,
+  so the adapters of the bench took 3 flushes a step). Sized to the adapters, one bucket holds every gradient: one
+  flush a step, and nothing allocated that never fills.
+- ZeRO-3, ``stage3_param_persistence_threshold`` at least the largest adapter matrix (r × the wider side of its
+  linear): "auto" is 10 H, under a rank-16 adapter of any layer wider than 160, so each adapter was partitioned and
+  all-gathered on its own in forward and again in backward (``partitioned_param_coordinator.fetch_sub_module``) while
+  it costs a few MB whole. Frozen base weights stay partitioned: that is what ZeRO-3 is for.
+- ZeRO-3 on several GPUs, ``stage3_prefetch_bucket_size`` = one decoder layer's elements: the frozen weights are
+  gathered in every forward and backward; "auto" (0.9 H²) is smaller than one attention projection, so nothing was
+  fetched ahead. A layer ahead lets the next layer's all-gather run beside this layer's compute (``overlap_comm``).
+- ZeRO-3, the decoder layer as a leaf here too (without gradient checkpointing or offload), and the trainer makes the
+  embeddings' output require a gradient (``needs_input_grads``): the first layer's input does not otherwise (frozen
+  embeddings), and a full backward hook on a module none of whose inputs requires a gradient fires as soon as the
+  output's gradient exists (``torch.utils.hooks.BackwardHook``), before the adapters' gradients: DeepSpeed then
+  reduced zeros for them and later met their released partitions (the failure issue 26 saw on CPU). With it, LoRA's
+  ~9 hooked modules per adapted linear become one per layer.
 
 ``ZEROBOARD_DS_TUNING=off`` in the environment runs every preset exactly as written.
 """
@@ -28,7 +51,11 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +64,80 @@ from . import modelinfo, placement, presets
 
 UNKNOWN_PARAMS = 10**12  # a model whose checkpoint cannot be read here: a count above any model's
 TUNING_ENV = "ZEROBOARD_DS_TUNING"  # "off": every run uses the preset exactly as written
+AUTO_PERSISTENCE = 10  # transformers fills "auto" with 10 x hidden_size (integrations/deepspeed.py)
 
 
-def chosen(stage: str, offload: bool, world: int, params: int | None, layer_class: str | None = None,
-           checkpointing: bool = False, lora: bool = False) -> dict[str, Any]:
-    """zero_optimization values for this placement and model (empty: the preset as written)."""
-    if world != 1 or offload or stage not in ("2", "3"):
+@dataclass(frozen=True)
+class Facts:
+    """What the values are derived from, read from config.json and the safetensors header."""
+    params: int | None = None  # every element the checkpoint stores
+    layer_class: str | None = None  # the decoder layer's class name
+    layer_params: int | None = None  # one decoder layer's elements
+    hidden: int | None = None
+    lora_numel: int = 0  # the adapters' elements (LoRA: r x (in + out) for every adapted linear)
+    lora_largest: int = 0  # the largest adapter matrix
+
+
+def facts(model_dir: str, lora_rank: int | None = None, lora_target: Sequence[str] = ("all",)) -> Facts:
+    path = Path(model_dir)
+    shapes = modelinfo.tensor_shapes(path) or {}
+    cfg = modelinfo.model_config(path) or {}
+    hidden = cfg.get("hidden_size") if isinstance(cfg.get("hidden_size"), int) else None
+    lora_numel = lora_largest = 0
+    if lora_rank:
+        wanted = set(lora_target)
+        for name, shape in shapes.items():
+            parts = name.split(".")
+            if len(shape) != 2 or parts[-1] != "weight" or len(parts) < 2:
+                continue
+            leaf = parts[-2]
+            if "embed" in leaf or "norm" in leaf or leaf == "lm_head" or ("all" not in wanted and leaf not in wanted):
+                continue
+            out_f, in_f = shape
+            lora_numel += lora_rank * (in_f + out_f)
+            lora_largest = max(lora_largest, lora_rank * max(in_f, out_f))
+    return Facts(modelinfo.param_count(path), decoder_layer_class(model_dir), first_layer_numel(shapes), hidden,
+                 lora_numel, lora_largest)
+
+
+def first_layer_numel(shapes: dict[str, list[int]]) -> int | None:
+    """Elements of the first repeated block (``model.layers.0.*``, ``transformer.h.0.*``): one decoder layer."""
+    prefixes = {m.group(1) for n in shapes if (m := re.match(r"^(.*?\.)0\.", n))}
+    if len(prefixes) != 1:
+        return None
+    prefix = prefixes.pop() + "0."
+    return sum(math.prod(s) for n, s in shapes.items() if n.startswith(prefix)) or None
+
+
+def chosen(stage: str, offload: bool, world: int, model: Facts, checkpointing: bool = False,
+           lora: bool = False) -> dict[str, Any]:
+    """zero_optimization values for this placement and model (empty: the preset as written); the module docstring
+    says why each."""
+    if stage not in ("2", "3"):
         return {}
+    one = world == 1 and not offload
+    out: dict[str, Any] = {"overlap_comm": False} if one else {}
+    if lora and model.lora_numel:
+        out["reduce_bucket_size"] = model.lora_numel
     if stage == "2":
-        return {"overlap_comm": False}
-    out: dict[str, Any] = {"overlap_comm": False, "stage3_param_persistence_threshold": params or UNKNOWN_PARAMS}
-    if layer_class and not checkpointing and not lora:
-        out["leaf_module"] = {"classes": [layer_class]}
+        return out
+    if one:
+        out["stage3_param_persistence_threshold"] = model.params or UNKNOWN_PARAMS
+    elif lora and model.lora_largest:
+        out["stage3_param_persistence_threshold"] = max(model.lora_largest, AUTO_PERSISTENCE * (model.hidden or 0))
+    if lora and not one and not offload and model.layer_params:
+        out["stage3_prefetch_bucket_size"] = model.layer_params
+    if model.layer_class and not checkpointing and not offload and (one or lora):
+        out["leaf_module"] = {"classes": [model.layer_class]}
     return out
+
+
+def needs_input_grads(config: dict | None, lora: bool) -> bool:
+    """Whether the trainer must make the embeddings' output require a gradient: LoRA with ZeRO-3 leaf modules (the
+    module docstring says why)."""
+    zero = (config or {}).get("zero_optimization") or {}
+    leaf = zero.get("leaf_module") if isinstance(zero, dict) else None
+    return lora and str(zero.get("stage")) == "3" and isinstance(leaf, dict) and any(leaf.get(k) for k in leaf)
 
 
 def decoder_layer_class(model_dir: str) -> str | None:
@@ -72,7 +160,7 @@ def is_preset(path: str | None) -> bool:
 
 
 def for_run(config: dict, path: str | None, world: int, model_dir: str, checkpointing: bool = False,
-            lora: bool = False) -> tuple[dict, dict[str, Any]]:
+            lora: bool = False, lora_rank: int = 16, lora_target: Sequence[str] = ("all",)) -> tuple[dict, dict[str, Any]]:
     """The config a run uses, and the values ZeroBoard set in it. A key is set only where the file still holds the
     preset's own value (or "auto"): a hand edit wins."""
     if not is_preset(path) or os.environ.get(TUNING_ENV, "").strip().lower() == "off":
@@ -80,8 +168,8 @@ def for_run(config: dict, path: str | None, world: int, model_dir: str, checkpoi
     stage, off_opt, off_par = placement.zero_setting(config)
     zero = config.get("zero_optimization") or {}
     default = presets.preset(stage, off_opt).get("zero_optimization", {}) if stage in ("2", "3") else {}
-    picked = chosen(stage, off_opt or off_par, world, modelinfo.param_count(Path(model_dir)),
-                    decoder_layer_class(model_dir), checkpointing, lora)
+    picked = chosen(stage, off_opt or off_par, world, facts(model_dir, lora_rank if lora else None, lora_target),
+                    checkpointing, lora)
     values = {k: v for k, v in picked.items() if zero.get(k, default.get(k)) in (default.get(k), "auto")}
     if not values:
         return config, {}

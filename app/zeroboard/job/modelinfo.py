@@ -88,18 +88,20 @@ def safetensors_names(model_dir: Path) -> list[str] | None:
         return None
 
 
-def param_count(model_dir: Path) -> int | None:
-    """Elements of every tensor the checkpoint stores (its parameters, a tied pair once), or None if unknown."""
+def tensor_shapes(model_dir: Path) -> dict[str, list[int]] | None:
+    """Every tensor the checkpoint stores, by name, with its shape (a tied pair once), or None if unknown."""
     try:
         files = sorted(Path(model_dir).glob("*.safetensors"))
-        total = 0
-        for f in files:
-            for k, v in safetensors_header(f).items():
-                if k != "__metadata__":
-                    total += math.prod(v["shape"])
-        return total or None
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        shapes = {k: list(v["shape"]) for f in files for k, v in safetensors_header(f).items() if k != "__metadata__"}
+        return shapes or None
+    except (OSError, ValueError, KeyError, TypeError, struct.error):  # a damaged file: what needs shapes skips
         return None
+
+
+def param_count(model_dir: Path) -> int | None:
+    """Elements of every tensor the checkpoint stores (its parameters, a tied pair once), or None if unknown."""
+    shapes = tensor_shapes(model_dir)
+    return sum(math.prod(s) for s in shapes.values()) or None if shapes else None
 
 
 def linear_module_names(model_dir: Path) -> set[str] | None:

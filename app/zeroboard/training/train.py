@@ -276,7 +276,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
         # the values the preview named for this placement and model (job.dstune); a preset file stays as written
         ds_config, tuned = dstune.for_run(ds_config, job.deepspeed, dstune.world_size(), job.model_name_or_path,
-                                          job.gradient_checkpointing, job.finetuning_type == "lora")
+                                          job.gradient_checkpointing, job.finetuning_type == "lora", job.lora_rank,
+                                          job.lora_target)
     if RANK == 0:
         (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
         if tuned:
@@ -319,6 +320,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- model -----------------------------------------------------------------------
     model = load_model(job, weights_dtype(job, ds_config), speed, len(tokenizer) if len(tokenizer) > vocab_before else None)
+    if dstune.needs_input_grads(ds_config, job.finetuning_type == "lora") and not job.gradient_checkpointing:
+        model.enable_input_require_grads()  # ZeRO-3 leaf layers with LoRA: job.dstune says why
     optimizer = None
     if speed.weights == "split":
         from . import master

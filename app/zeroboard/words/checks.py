@@ -285,8 +285,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "torch_compile 与 Liger 算子一起使用时,H200 基准(1.1 B Llama、纯 bf16、经由 Trainer)因 CUDA 非法内存访问而停止;同样编译的 4 层模型能正常运行,原因尚未查明。要编译请把 liger_kernel 设为 off,或者不用 torch_compile",
     ),
     "check.ds_tuned": (
-        "one process: ZeroBoard sets {values} for this run (with one GPU there is nothing to split or communicate); the preset file stays as written",
-        "单个进程:ZeroBoard 为本次运行设置 {values}(只有一个 GPU 时没有可切分或通信的内容);预设文件保持原样",
+        "ZeroBoard sets {values} for this run, from the model and its placement (one GPU has nothing to split or communicate; LoRA trains only its adapters); the preset file stays as written",
+        "ZeroBoard 为本次运行设置 {values},依据模型和运行位置推导(单个 GPU 没有可切分或通信的内容;LoRA 只训练适配器);预设文件保持原样",
     ),
     "check.master_split_optim": (
         "split master weights come with their own AdamW; remove optim from the extra arguments or choose fp32 master weights",
