@@ -26,7 +26,7 @@ from ..job import checks, dstune, folders, placement, record, spec as specmod, t
 from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
-from . import dataprep, ops, profiling, templates, trackers
+from . import dataprep, ops, profiling, templates, trackers, trials
 from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
 from .packing import PackedRows
 from .speedups import Speedups
@@ -322,6 +322,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     model = load_model(job, weights_dtype(job, ds_config), speed, len(tokenizer) if len(tokenizer) > vocab_before else None)
     if dstune.needs_input_grads(ds_config, job.finetuning_type == "lora") and not job.gradient_checkpointing:
         model.enable_input_require_grads()  # ZeRO-3 leaf layers with LoRA: job.dstune says why
+    tried = trials.apply(model, job.finetuning_type, speed.weights, placement.zero_setting(ds_config)[0])
     optimizer = None
     if speed.weights == "split":
         from . import master
@@ -330,7 +331,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
                                              eps=args.adam_epsilon, weight_decay=args.weight_decay,
                                              low_bits=master.split_model(model)))
     if RANK == 0:
-        log.info("speed-ups: %s", "; ".join(speed.notes))
+        log.info("speed-ups: %s", "; ".join(speed.notes + tried))
     if RANK == 0 and job.finetuning_type == "lora":
         trainable, total = model.get_nb_trainable_parameters()
         log.info("LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total)
