@@ -26,9 +26,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCa
 class StepTimer(TrainerCallback):
     def __init__(self):
         self.times: list[float] = []
+        self.losses: list[float] = []
         self.last = None
 
-    def on_log(self, args, state, control, **kw):
+    def on_log(self, args, state, control, logs=None, **kw):
+        if logs and "loss" in logs:
+            self.losses.append(logs["loss"])
         # the same hook ZeroBoard's event stream times its steps with (the loss read syncs the GPU)
         now = time.perf_counter()
         if self.last is not None:
@@ -75,6 +78,8 @@ def main() -> None:
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--logging_steps", type=int, default=5)
     p.add_argument("--lora_r", type=int, default=16)
+    p.add_argument("--lora_alpha", type=int, default=None, help="default: 2 x r")
+    p.add_argument("--extra_args", default=None, help="JSON of further TrainingArguments (torch_compile, ...)")
     p.add_argument("--liger_config", default=None, help="JSON of Liger kernel options: turns Liger on")
     p.add_argument("--pure_bf16", action="store_true", help="load the model in bf16 without DeepSpeed (no fp32 master)")
     p.add_argument("--split_master", action="store_true",
@@ -87,7 +92,7 @@ def main() -> None:
         output_dir=a.output_dir, max_steps=a.max_steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
         lr_scheduler_type=a.scheduler, logging_steps=a.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
         remove_unused_columns=False, use_cpu=a.cpu, ddp_backend="gloo" if a.cpu else None, bf16=a.bf16,
-        deepspeed=a.deepspeed, seed=42,
+        deepspeed=a.deepspeed, seed=42, **json.loads(a.extra_args or "{}"),
         **({"use_liger_kernel": True, "liger_kernel_config": json.loads(a.liger_config)} if a.liger_config else {}),
     )
     tokenizer = AutoTokenizer.from_pretrained(a.model)
@@ -103,15 +108,19 @@ def main() -> None:
     if a.finetuning == "lora":
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=a.lora_r, lora_alpha=2 * a.lora_r,
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", r=a.lora_r, lora_alpha=a.lora_alpha or 2 * a.lora_r,
                                                  target_modules="all-linear"), autocast_adapter_dtype=not a.pure_bf16)
+        zero = json.loads(Path(a.deepspeed).read_text()).get("zero_optimization", {}) if a.deepspeed else {}
+        if zero.get("leaf_module"):  # ZeRO-3 leaves with LoRA need an input that requires grad (DeepSpeed's rule)
+            model.enable_input_require_grads()
     timer = StepTimer()
     trainer = Trainer(model=model, args=args, train_dataset=examples(a.data, tokenizer, a.cutoff),
                       data_collator=collate(tokenizer.pad_token_id), callbacks=[timer], optimizer_cls_and_kwargs=optimizer)
     out = trainer.train()
     if trainer.is_world_process_zero():
         peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
-        print("BARE_METRICS " + json.dumps({**out.metrics, "step_times": timer.times, "torch_peak_bytes": peak}), flush=True)
+        print("BARE_METRICS " + json.dumps({**out.metrics, "step_times": timer.times, "losses": timer.losses,
+                                                "torch_peak_bytes": peak}), flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ falls on both alike; medians of ``--reps`` runs after one warm-up each.
 
 tokens/s is new tokens over the whole answer (the prompt's prefill included) on both sides; every answer is
 exactly ``--new-tokens`` long (``min_new_tokens``: the end token does not cut one short).  CPU: the demo model
-(fp32).  GPU: a random-init Llama of about 1.1 B parameters (benchmarks/gpu_matrix.py's shape), bf16, GPU 0.
+(fp32).  GPU: a random-init Llama of about 1.1 B parameters (benchmarks/gpu_harness.py's shape), bf16, GPU 0.
 No deepspeed or gradio is imported.  Rows are merged into the results file by device, so the CPU rows made here
 stay when the GPU rows are added on another machine:
 
@@ -201,7 +201,7 @@ def model_for(device: str, which: str, work: Path) -> tuple[str, str, str, str]:
             subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], cwd=ROOT, check=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT / "app")})
         return str(demo), "demo (Llama, 2 layers, hidden 128)", "fp32", PROMPT
-    from gpu_matrix import BIG, TINY, make_model
+    from gpu_harness import BIG, TINY, make_model
 
     folder = work / f"llama-{which}"
     make_model(folder, BIG if which == "random-big" else TINY, 2048)

@@ -1,7 +1,7 @@
 """What each speed-up gives: full fine-tuning of the 1.1 B Llama without DeepSpeed on one GPU.
 
 Every variant runs through `zeroboard train` (the web UI's path) on the model and
-data of benchmarks/gpu_matrix.py (bf16, sequence 1024, micro-batch 8), one change
+data of benchmarks/gpu_harness.py (bf16, sequence 1024, micro-batch 8), one change
 at a time, and reports median step time, tokens/s, MFU, peak memory and the loss
 of the first and last step (to show the numerics did not change). Packing is
 measured on a second dataset whose samples vary in length (64 to 1024 tokens):
@@ -19,13 +19,12 @@ import json
 import random
 import signal
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import gpu_matrix as gm  # noqa: E402
-from zeroboard.job import spec as specmod  # noqa: E402
+import gpu_harness as gh  # noqa: E402
+import gpu_rows  # noqa: E402
 
 # name -> (spec changes, dataset: "full" = every sample 1024 tokens, "varied" = 64..1024)
 VARIANTS: dict[str, tuple[dict, str]] = {
@@ -59,43 +58,34 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--workdir", default="/tmp/zb-matrix")
     a = ap.parse_args()
-    signal.signal(signal.SIGTERM, gm.stop_children)
+    signal.signal(signal.SIGTERM, gh.stop_children)
 
-    shape = gm.TINY if a.tiny else gm.BIG
-    seq, batch = (64, 2) if a.tiny else (1024, 8)
-    work = Path(a.workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    model_dir = work / ("model-tiny" if a.tiny else "model-1b")
-    data = {"full": work / f"data-{seq}.json", "varied": work / f"data-varied-{seq}.json"}
-    gm.make_model(model_dir, shape, seq)
-    gm.make_data(data["full"], shape["vocab_size"], seq)
-    make_varied_data(data["varied"], shape["vocab_size"], seq)
-    peak = gm.peak_matmul_tflops()
-    flops = gm.flops_per_token(shape, seq, "full")
-    results = {"model": {**shape, "seq": seq, "micro_batch": batch}, "matmul_tflops": peak, "flops_per_token": flops,
-               "rows": []}
+    bench = gh.Bench(Path(a.workdir), a.tiny)
+    bench.prepare()
+    varied = bench.work / f"data-varied-{bench.seq}.json"
+    make_varied_data(varied, bench.shape["vocab_size"], bench.seq)
+    peak = gh.peak_matmul_tflops()
+    flops = gh.flops_per_token(bench.shape, bench.seq, "full")
+    batch = 2 if a.tiny else 8
+    results = {"model": {**bench.shape, "seq": bench.seq, "micro_batch": batch}, "matmul_tflops": peak,
+               "flops_per_token": flops, "rows": []}
     only = {int(i) for i in a.only.split(",") if i}
     for i, (name, (changes, which)) in enumerate(VARIANTS.items(), 1):
         if only and i not in only:
             continue
-        job = specmod.JobSpec(
-            model_name_or_path=str(model_dir), finetuning_type="full", dataset_dir=str(work), dataset=[str(data[which])],
-            cutoff_len=seq, learning_rate=1e-5, max_steps=a.steps, per_device_train_batch_size=batch,
-            precision="fp32" if a.tiny else "bf16", logging_steps=1, output_dir=str(work / f"speed-{i}-{int(time.time())}"),
-            device_type="cpu" if a.tiny else "cuda", num_processes=1, lr_scheduler_type="constant")
-        job = dataclasses.replace(job, **changes)
-        if a.tiny:  # no GPU: the GPU-only kernels are skipped, the rest runs
-            job.liger_kernel = "off" if job.liger_kernel == "on" else job.liger_kernel
-            job.pure_bf16 = False
-            job.extra_args = {k: v for k, v in job.extra_args.items() if k != "torch_compile"}
-        zb = gm.run_zeroboard(a, job, work)
-        row = {"variant": name, "changes": changes, "data": which, **zb}
+        spec = {**changes, **({"dataset": [str(varied)]} if which == "varied" else {})}
+        row = gpu_rows.Row(f"speedup-{i}", "full", "none", steps=a.steps, spec=spec)
+        job = gpu_rows.job_for(row, bench)
+        if a.tiny:  # no GPU: pure bf16's point is the GPU's bf16 matmuls
+            job = dataclasses.replace(job, pure_bf16=False, precision="fp32")
+        zb = gpu_rows.run_zeroboard(row, job, bench)
+        out = {"variant": name, "changes": changes, "data": which, **{k: v for k, v in zb.items() if k != "steps_s"}}
         if "step_s" in zb:
-            row["tokens_per_s"] = batch * seq / zb["step_s"]  # row slots per second (pad included)
-            real = zb.get("real_tokens_per_s") or row["tokens_per_s"]
-            row["mfu"] = real * flops / (peak * 1e12) if peak else None  # on real tokens only
-        print(json.dumps(row), flush=True)
-        results["rows"].append(row)
+            out["tokens_per_s"] = batch * bench.seq / zb["step_s"]  # row slots per second (pad included)
+            real = zb.get("real_tokens_per_s") or out["tokens_per_s"]
+            out["mfu"] = real * flops / (peak * 1e12) if peak else None  # on real tokens only
+        print(json.dumps(out), flush=True)
+        results["rows"].append(out)
         Path(a.out).write_text(json.dumps(results, indent=2))
     print_table(results)
 
@@ -107,7 +97,7 @@ def print_table(results: dict) -> None:
             print(f"{r['variant']:<44} FAILED: {r['error'][-300:]!r}")
             continue
         mfu = f"{r['mfu']:7.1%}" if r.get("mfu") else "      -"
-        first, last = r["loss_first_last"]
+        first, last = r["losses"][0], r["losses"][-1]
         print(f"{r['variant']:<44}{r['step_s']:8.3f}{r.get('real_tokens_per_s') or 0:11.0f}{mfu}{r['torch_peak_gib']:10.1f}"
               f"{r['nvml_peak_gib']:9.1f}  {first:.3f} / {last:.3f}")
 

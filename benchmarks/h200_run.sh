@@ -14,55 +14,46 @@
 #                                                   # benchmarks/results/fit_grid.json, in order, until DEADLINE_S
 #                                                   # (default 270) from the start; $OUT/fit_grid.json holds them all
 #                                                   # (and the rows of a grid run before it in the same call)
-#   bash benchmarks/h200_run.sh speed26 [DEADLINE_S]  # issue 26 in one call: bf16_quality.py (three small runs side
-#                                                   # by side) while the bench model is built, then gpu_speed.py
-#   bash benchmarks/h200_run.sh chat [REPS]           # issue 24: chat_speed.py (the worker against bare generate)
-#   bash benchmarks/h200_run.sh rows26 ROWS [DEADLINE_S]  # issue 26: gpu_speed.py for a comma list of its ROWS,
+#   bash benchmarks/h200_run.sh speed36 PART [DEADLINE_S]  # issue 36: one part of gpu_speed.py's matrix (lora, full,
+#                                                   # trials-lora, trials-full: `python3 benchmarks/gpu_speed.py --list`),
+#                                                   # every row twice in ABBA order, the bare script in the same call,
 #                                                   # merged into a copy of benchmarks/results/h200_speed.json
+#   bash benchmarks/h200_run.sh chat [REPS]           # issue 24: chat_speed.py (the worker against bare generate)
+#   (issue 26's speed26 and rows26 calls ran gpu_speed.py as it was before issue 36: see git history)
+#   TINY=1 PY=.venv/bin/python OUT=/tmp/out bash benchmarks/h200_run.sh speed36 lora 1800   # the same on CPU, tiny
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+if [ -n "${PY:-}" ]; then  # another interpreter as python3 (a dry run on CPU with the project's venv)
+  mkdir -p /tmp/zb-py && printf '#!/bin/sh\nexec %s "$@"\n' "$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" >/tmp/zb-py/python3
+  chmod +x /tmp/zb-py/python3 && PATH=/tmp/zb-py:$PATH
+fi
+smi() { command -v nvidia-smi >/dev/null && nvidia-smi "$@"; }
+TINY=${TINY:+--tiny}
 export PYTHONPATH=/tmp/site:$PWD/app PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-for w in ${WHL:-.whl} .whl-ui; do
-  [ -d "$w" ] && python3 benchmarks/install_wheels.py "$w" --target /tmp/site >>"$OUT/install_wheels.log" 2>&1
-done
+if [ -z "$TINY" ]; then
+  for w in ${WHL:-.whl} .whl-ui; do
+    [ -d "$w" ] && python3 benchmarks/install_wheels.py "$w" --target /tmp/site >>"$OUT/install_wheels.log" 2>&1
+  done
+fi
 python3 -c "import deepspeed, liger_kernel; print('deepspeed', deepspeed.__version__)" 2>&1 | tail -1
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 W=/tmp/zb-matrix
 T0=$(date +%s)
 left() { echo $(( ${1:-560} - $(date +%s) + T0 )); }
 case "$1" in
-  speed26)
-    # the first call of issue 26 lost every row to a missing `datasets` (the trainer's data path needs it): fail fast
-    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
-    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &
-    timeout 170 python3 benchmarks/bf16_quality.py --out "$OUT/bf16_quality.json" --timeout-s 160 >"$OUT/quality.log" 2>&1 &
-    QP=$!
-    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W >>"$OUT/setup.log" 2>&1
-    wait $QP; echo "quality rc=$? at $(( $(date +%s) - T0 )) s"; grep -v '"[0-9]*": ' "$OUT/quality.log" | tail -n 30
-    timeout "$(left "$2")" python3 benchmarks/gpu_speed.py --out "$OUT/h200_speed.json" --workdir $W \
-      --deadline-s "$(( $(left "$2") - 45 ))" >"$OUT/speed.log" 2>&1
-    echo "speed rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 16 "$OUT/speed.log"
-    if [ "$(left "$2")" -gt 100 ]; then  # only when the rows left time: issue 26 part 5
-      timeout "$(( $(left "$2") - 10 ))" python3 benchmarks/compile_repro.py --timeout-s 80 >"$OUT/compile.log" 2>&1
-      cut -c1-400 "$OUT/compile.log"
-    fi ;;
-  chat)
-    timeout 300 python3 benchmarks/chat_speed.py --device cuda --reps ${2:-5} --merge benchmarks/results/chat_speed.json \
-      --out "$OUT/chat_speed.json" --workdir /tmp/zb-chat >"$OUT/chat.log" 2>&1
-    echo "chat rc=$? at $(( $(date +%s) - T0 )) s"; grep -E '"(tokens_per_s|ttft_s|ratio_tokens_per_s|ratio_of_medians|ratio_ttft|gone|gpu_bytes_left|gpu_release_s)"' "$OUT/chat.log" ;;
-  rows26)
-    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
-    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &
-    cp benchmarks/results/h200_speed.json "$OUT/h200_speed.json"
-    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W >>"$OUT/setup.log" 2>&1
-    wait
-    timeout "$(left "$3")" python3 benchmarks/gpu_speed.py --out "$OUT/h200_speed.json" --workdir $W --rows "$2" \
-      --peak-tflops "$(python3 -c "import json; print(json.load(open('benchmarks/results/h200_speed.json'))['matmul_tflops'])")" \
-      --deadline-s "$(( $(left "$3") - 40 ))" >"$OUT/speed.log" 2>&1
-    echo "rows rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 20 "$OUT/speed.log" ;;
+  speed36)
+    # the image lacks these (issue 26's first call lost every row to a missing `datasets`): fail fast
+    python3 -c "import datasets, deepspeed, peft, transformers" || { echo "missing packages"; exit 3; }
+    [ -z "$TINY" ] && { python3 -c "import liger_kernel, triton" || { echo "missing packages"; exit 3; }; }
+    [ -f benchmarks/results/h200_speed.json ] && cp benchmarks/results/h200_speed.json "$OUT/h200_speed.json"
+    python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W $TINY >"$OUT/setup.log" 2>&1
+    echo "prepared at $(( $(date +%s) - T0 )) s"
+    timeout "$(left "$3")" python3 benchmarks/gpu_speed.py --part "$2" --out "$OUT/h200_speed.json" --workdir $W $TINY \
+      --deadline-s "$(( $(left "$3") - 30 ))" >"$OUT/speed.log" 2>&1
+    echo "speed36 $2 rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 24 "$OUT/speed.log" ;;
   plan22)
     python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >/tmp/build_ops.log 2>&1 &
     timeout 60 python3 benchmarks/step_components.py --out "$OUT/step_components.json" 2>&1 >/dev/null | tail -n 3
@@ -111,5 +102,5 @@ case "$1" in
     timeout "${3:-150}" python3 benchmarks/gpu_matrix.py --gpus 2 --out "$OUT/h200-x2.json" --configs "$2" --steps 20 \
       --workdir $W >"$OUT/matrix_x2.log" 2>&1; echo "matrix rc=$?"; tail -n 6 "$OUT/matrix_x2.log" ;;
 esac
-nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+smi --query-compute-apps=pid,used_memory --format=csv,noheader
 true
