@@ -7,6 +7,7 @@ the expected files, and its saved result must reload and generate text.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,12 @@ def test_matrix(tmp_path, stage, offload, ft, launcher):
     assert result["deepspeed_stage"] == stage and result["offload"]["optimizer"] == offload  # the effective setting
     assert (out / ("adapter_config.json" if ft == "lora" else "config.json")).is_file()
     assert (out / "job.yaml").is_file() and (out / "train.log").is_file() and (out / "command.json").is_file()
+    if ft == "lora" and stage != "none":  # job.dstune's LoRA values, as the run used them (trained: the loss fell)
+        used = json.loads((out / "ds_config.json").read_text())["zero_optimization"]
+        trainable = int(re.search(r"LoRA: (\d+) of", (out / "train.log").read_text()).group(1))  # peft's own count
+        assert used["reduce_bucket_size"] == trainable
+        if stage == "3":  # decoder layers as leaves (the trainer's input grads let layer 0's adapters train)
+            assert used["leaf_module"] == {"classes": ["LlamaDecoderLayer"]} and "stage3_prefetch_bucket_size" in used
     if stage == "none":
         assert not (out / "ds_config.json").exists()
     else:

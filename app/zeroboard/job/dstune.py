@@ -22,27 +22,33 @@ One GPU, no offload (nothing to split and nothing to communicate):
   ``stage3_module_granularity_threshold``, the other way to make leaves, can make the whole model one leaf: its
   backward hook then never fires (the token ids need no gradient) and no gradient is reduced (seen on CPU).
 
-LoRA (any number of GPUs, with or without offload): only the adapters train.
+LoRA: only the adapters train.
 
 - ``reduce_bucket_size`` = the adapters' elements: the optimizer and the gradient buckets only ever hold trainable
   parameters (``stage_1_and_2``: ``is_optimized_parameter``; ``stage3``: the Trainer's optimizer groups), but ZeRO-2
   allocates ``reduce_bucket_size`` elements for its bucket at every backward (``setup_buckets``: 500 M in the preset,
   1 GB in bf16 for LoRA's 13 M on the 1.1 B bench, twice with ``overlap_comm``) and ZeRO-3 one at set-up ("auto": H²,
-  so the adapters of the bench took 3 flushes a step). Sized to the adapters, one bucket holds every gradient: one
-  flush a step, and nothing allocated that never fills.
-- ZeRO-3, ``stage3_param_persistence_threshold`` at least the largest adapter matrix (r × the wider side of its
-  linear): "auto" is 10 H, under a rank-16 adapter of any layer wider than 160, so each adapter was partitioned and
-  all-gathered on its own in forward and again in backward (``partitioned_param_coordinator.fetch_sub_module``) while
-  it costs a few MB whole. Frozen base weights stay partitioned: that is what ZeRO-3 is for.
-- ZeRO-3 on several GPUs, ``stage3_prefetch_bucket_size`` = one decoder layer's elements: the frozen weights are
-  gathered in every forward and backward; "auto" (0.9 H²) is smaller than one attention projection, so nothing was
-  fetched ahead. A layer ahead lets the next layer's all-gather run beside this layer's compute (``overlap_comm``).
+  about 4 flushes a step for the bench's adapters; 5 -> 1 on CPU with the demo model). Sized to the adapters, one
+  bucket holds every gradient: one flush a step, and nothing allocated that never fills.
+- ZeRO-3 on several GPUs without offload, ``stage3_prefetch_bucket_size`` = one decoder layer's elements: the frozen
+  weights are gathered in every forward and backward (that is what ZeRO-3 is for); "auto" (0.9 H²) is smaller than
+  one attention projection, so nothing was fetched ahead and small parameters went in calls of their own. A layer's
+  worth lets the coordinator gather the next layer's frozen weights and adapters in a few coalesced calls
+  (``partitioned_param_coordinator.fetch_sub_module``: one ``all_gather_coalesced`` per prefetch; 23 -> 12 all-gather
+  calls a step on CPU), beside this layer's compute with ``overlap_comm``.
 - ZeRO-3, the decoder layer as a leaf here too (without gradient checkpointing or offload), and the trainer makes the
   embeddings' output require a gradient (``needs_input_grads``): the first layer's input does not otherwise (frozen
   embeddings), and a full backward hook on a module none of whose inputs requires a gradient fires as soon as the
   output's gradient exists (``torch.utils.hooks.BackwardHook``), before the adapters' gradients: DeepSpeed then
-  reduced zeros for them and later met their released partitions (the failure issue 26 saw on CPU). With it, LoRA's
-  ~9 hooked modules per adapted linear become one per layer.
+  reduced zeros for them and later met their released partitions ("The size of tensor a (0) must match the size of
+  tensor b (16)" on CPU, as issue 26 saw). With it, LoRA's ~10 hooked modules per adapted linear become one per
+  layer: ZeRO-3's module hooks a step 329 -> 33 on CPU (the demo model, 2 layers).
+
+Tried and not kept: the adapters persistent on several GPUs (``stage3_param_persistence_threshold`` at least the
+largest adapter; "auto" is 10 H, under a rank-16 adapter of any layer wider than 160). A persistent parameter is
+gathered after every optimizer step, one call each (``stage3._post_step`` -> ``Init._all_gather``: one
+``all_gather_into_tensor`` per parameter), where a partitioned adapter rides along in its layer's coalesced gather:
+36 against 12 all-gather calls a step on CPU, the same bytes; with offload 47 against 23.
 
 ``ZEROBOARD_DS_TUNING=off`` in the environment runs every preset exactly as written.
 """
@@ -64,7 +70,6 @@ from . import modelinfo, placement, presets
 
 UNKNOWN_PARAMS = 10**12  # a model whose checkpoint cannot be read here: a count above any model's
 TUNING_ENV = "ZEROBOARD_DS_TUNING"  # "off": every run uses the preset exactly as written
-AUTO_PERSISTENCE = 10  # transformers fills "auto" with 10 x hidden_size (integrations/deepspeed.py)
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,6 @@ class Facts:
     params: int | None = None  # every element the checkpoint stores
     layer_class: str | None = None  # the decoder layer's class name
     layer_params: int | None = None  # one decoder layer's elements
-    hidden: int | None = None
     lora_numel: int = 0  # the adapters' elements (LoRA: r x (in + out) for every adapted linear)
     lora_largest: int = 0  # the largest adapter matrix
 
@@ -81,8 +85,6 @@ class Facts:
 def facts(model_dir: str, lora_rank: int | None = None, lora_target: Sequence[str] = ("all",)) -> Facts:
     path = Path(model_dir)
     shapes = modelinfo.tensor_shapes(path) or {}
-    cfg = modelinfo.model_config(path) or {}
-    hidden = cfg.get("hidden_size") if isinstance(cfg.get("hidden_size"), int) else None
     lora_numel = lora_largest = 0
     if lora_rank:
         wanted = set(lora_target)
@@ -96,8 +98,8 @@ def facts(model_dir: str, lora_rank: int | None = None, lora_target: Sequence[st
             out_f, in_f = shape
             lora_numel += lora_rank * (in_f + out_f)
             lora_largest = max(lora_largest, lora_rank * max(in_f, out_f))
-    return Facts(modelinfo.param_count(path), decoder_layer_class(model_dir), first_layer_numel(shapes), hidden,
-                 lora_numel, lora_largest)
+    return Facts(modelinfo.param_count(path), decoder_layer_class(model_dir), first_layer_numel(shapes), lora_numel,
+                 lora_largest)
 
 
 def first_layer_numel(shapes: dict[str, list[int]]) -> int | None:
@@ -123,8 +125,6 @@ def chosen(stage: str, offload: bool, world: int, model: Facts, checkpointing: b
         return out
     if one:
         out["stage3_param_persistence_threshold"] = model.params or UNKNOWN_PARAMS
-    elif lora and model.lora_largest:
-        out["stage3_param_persistence_threshold"] = max(model.lora_largest, AUTO_PERSISTENCE * (model.hidden or 0))
     if lora and not one and not offload and model.layer_params:
         out["stage3_prefetch_bucket_size"] = model.layer_params
     if model.layer_class and not checkpointing and not offload and (one or lora):
