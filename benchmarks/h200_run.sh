@@ -14,13 +14,16 @@
 #                                                   # benchmarks/results/fit_grid.json, in order, until DEADLINE_S
 #                                                   # (default 270) from the start; $OUT/fit_grid.json holds them all
 #                                                   # (and the rows of a grid run before it in the same call)
-#   bash benchmarks/h200_run.sh speed36 PART [DEADLINE_S]  # issue 36: one part of gpu_speed.py's matrix (lora, full,
-#                                                   # trials-lora, trials-full: `python3 benchmarks/gpu_speed.py --list`),
+#   bash benchmarks/h200_run.sh speed36 PART [DEADLINE_S]  # issue 36: one part of gpu_speed.py's matrix (issue36: the
+#                                                   # issue's rows by priority, one call; lora, full, trials-lora,
+#                                                   # trials-full: `python3 benchmarks/gpu_speed.py --list`),
 #                                                   # every row twice in ABBA order, the bare script in the same call,
-#                                                   # merged into a copy of benchmarks/results/h200_speed.json
+#                                                   # merged into a copy of benchmarks/results/h200_speed.json;
+#                                                   # ROWS=a,b: only these rows of the part (what a cut call left out)
 #   bash benchmarks/h200_run.sh chat [REPS]           # issue 24: chat_speed.py (the worker against bare generate)
 #   (issue 26's speed26 and rows26 calls ran gpu_speed.py as it was before issue 36: see git history)
-#   TINY=1 PY=.venv/bin/python OUT=/tmp/out bash benchmarks/h200_run.sh speed36 lora 1800   # the same on CPU, tiny
+#   TINY=1 PY=.venv/bin/python OUT=/tmp/out W=/tmp/zb-dry bash benchmarks/h200_run.sh speed36 issue36 420  # on CPU, tiny
+#   (W: the bench's work folder, /tmp/zb-matrix unless set)
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
@@ -40,7 +43,7 @@ if [ -z "$TINY" ]; then
 fi
 python3 -c "import deepspeed, liger_kernel; print('deepspeed', deepspeed.__version__)" 2>&1 | tail -1
 smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-W=/tmp/zb-matrix
+W=${W:-/tmp/zb-matrix}
 T0=$(date +%s)
 left() { echo $(( ${1:-560} - $(date +%s) + T0 )); }
 case "$1" in
@@ -51,7 +54,8 @@ case "$1" in
     [ -f benchmarks/results/h200_speed.json ] && cp benchmarks/results/h200_speed.json "$OUT/h200_speed.json"
     python3 benchmarks/gpu_matrix.py --prepare-only --out /tmp/unused.json --workdir $W $TINY >"$OUT/setup.log" 2>&1
     echo "prepared at $(( $(date +%s) - T0 )) s"
-    timeout "$(left "$3")" python3 benchmarks/gpu_speed.py --part "$2" --out "$OUT/h200_speed.json" --workdir $W $TINY \
+    timeout "$(left "$3")" python3 benchmarks/gpu_speed.py --part "$2" ${ROWS:+--rows "$ROWS"} --out "$OUT/h200_speed.json" \
+      --workdir $W $TINY \
       --deadline-s "$(( $(left "$3") - 30 ))" >"$OUT/speed.log" 2>&1
     echo "speed36 $2 rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 24 "$OUT/speed.log" ;;
   plan22)
