@@ -71,8 +71,10 @@ lint: install-test
 	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/ruff format --check app tests benchmarks tools
 
-# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py
-screenshots: install-test
+# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py.
+# It needs what a browser needs and nothing of the tests' (no Slurm, no podman).
+screenshots: install chromium
+	$(BIN)/pip install --quiet -e ".[shots]"
 	$(BIN)/python tools/screenshots.py --out docs/images $(SHOTS_ARGS)
 
 # A two-node Slurm cluster on this machine for the tests (tests/slurm_cluster.sh starts and stops it): Debian's
