@@ -48,7 +48,8 @@ container-tools:
 	  { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(CONTAINER_TOOLS) >/dev/null; }
 
-# DeepSpeed compiles its C++ ops on first use; build them now (a minute or two, once) so the first job starts at once.
+# DeepSpeed compiles its C++ ops on first use; build them now (once per Python environment, into a folder of its own
+# that build-ops prints with each op's time) so the first job starts at once.
 # A failure here is reported and the web UI starts anyway: a job that needs the op shows its compile phase.
 run: install
 	-$(BIN)/zeroboard build-ops
