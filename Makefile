@@ -60,8 +60,12 @@ run: install
 PYTEST_PARALLEL ?= -n auto --dist loadgroup --durations=25
 FAST_MARKERS := not (gpu or e2e or browser or slurm or container)
 
+# DeepSpeed's ops are built first, as make run builds them: a test's job then starts at once instead of compiling
+# them (2-3 minutes on 2 cores, beside whatever else the suite runs). The test of the compile phase itself uses a
+# folder of its own (tests/test_first_run.py).
 test: install-test
 	$(BIN)/ruff check app tests benchmarks tools
+	$(BIN)/zeroboard build-ops
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install-test-tools

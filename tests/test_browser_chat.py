@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import standin_env, start_server, stop_jobs, stop_server, wait_until
-from test_browser import demo_form, fill, reload_page, status
+from test_browser import UI_S, demo_form, fill, reload_page, status
 from zeroboard.data import demo as demo_data
 from zeroboard.job import command
 from zeroboard.outputs.chat_client import rss_tree
@@ -55,7 +55,7 @@ def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_p
     server = start_server(port, index, tmp_path / "server.log", env=standin_env(step_s=0.1))
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(UI_S)
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_selector("#zb-start")
         page.get_by_role("tab", name="Chat").click()
