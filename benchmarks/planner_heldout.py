@@ -420,7 +420,7 @@ def plan_of(job, gpus) -> dict:
     from zeroboard import planner
 
     try:
-        p = planner.estimate(job, gpus, host_available=1 << 40)
+        p = planner.estimate(job, gpus, host_available=1 << 40, trace="wait")  # a model of any family: traced once
     except Exception as e:  # the measurement still counts
         return {"plan_error": f"{type(e).__name__}: {e}"}
     return {"estimate_gib": p.peak_bytes / GIB, "needed_gib": p.needed_bytes / GIB, "host_gib": p.host_bytes / GIB,

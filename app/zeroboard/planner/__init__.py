@@ -26,7 +26,7 @@ from .memory import CONTEXT, GIB, Plan, Setup, liger_wanted, plan_one, setup_of,
 from .report import advice_text, render_markdown
 from .shapes import ModelShape, PlanError, Untraced, read_model, shape_from_config
 
-__all__ = ["CONTEXT", "GIB", "ModelShape", "Plan", "PlanError", "Setup", "estimate", "fit", "read_model",
+__all__ = ["CONTEXT", "GIB", "ModelShape", "Plan", "PlanError", "Setup", "Untraced", "estimate", "fit", "read_model",
            "shape_from_config", "traces"]
 
 
@@ -96,20 +96,26 @@ def estimate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, host_avail
     return plan
 
 
+CPU_SETTINGS = [("none", False), ("2", False), ("3", False)]  # offload moves nothing on CPU processes
+
+
 def fit(spec: JobSpec, gpus: list[devices.Gpu] | None = None, *, model: ModelShape | None = None,
-        trace: str = "cache", timeout: float = traces.TIMEOUT_S) -> list[fitmod.Choice]:
+        trace: str = "cache", timeout: float = traces.TIMEOUT_S, cpu: bool = False) -> list[fitmod.Choice]:
     """Every stage x offload x micro-batch x checkpointing setting for the job's devices, fastest that fits first.
 
     The global batch is kept: micro-batch x accumulation x devices stays what the job asks. A job with its own
-    DeepSpeed file is searched too (its file is what changes then: the caller says so). Raises PlanError.
+    DeepSpeed file is searched too (its file is what changes then: the caller says so). CPU processes only with
+    ``cpu`` (their settings are measured, not predicted: runs.probes). Raises PlanError.
     """
     gpus = devices.detect_gpus() if gpus is None else gpus
     shape = _model(spec, model)
     s = _setup(spec, gpus, shape)
     shape = _traced(shape, s, trace, timeout)
-    if s.device != "cuda":
-        raise PlanError(say("plan.fit_gpu_only"))
     ids = spec.gpu_ids or [g.index for g in gpus]
+    if s.device != "cuda" and not cpu:
+        raise PlanError(say("plan.fit_gpu_only"))
+    if s.device != "cuda":
+        return fitmod.search(shape, s, spec.gradient_accumulation_steps, _capacity(s, gpus, ids, None), CPU_SETTINGS)
     return fitmod.search(shape, s, spec.gradient_accumulation_steps, _capacity(s, gpus, ids, None), rates=rates(gpus, ids))
 
 

@@ -12,8 +12,9 @@ autograd, as ``torch.autocast`` does) together with a ``saved_tensors_hooks`` pa
   memory-efficient kernel with one (the same and the mask as a bias in q's dtype, its last dimension padded to
   16); on the CPU the flash kernel (the mask as given, in q's dtype). The output has the kernel's layout: a GPU's
   (batch, sequence, heads, width), so transformers' ``transpose(1, 2).contiguous()`` copies nothing (Phi-3's
-  traced H200 rows: no copy though RoPE's cat makes q whole); the CPU's follows q's, and is copied when q is whole;
-  with dropout the CPU runs the math path, which the meta device runs too;
+  traced H200 rows: no copy though RoPE's cat makes q whole); the CPU's follows q's, and is copied when q is whole.
+  Where SDPA falls back to its math path (:func:`math_path`: the CPU with dropout, key/value heads that differ
+  without ``enable_gqa``), the meta device runs that path as it is;
 - dropout on a GPU keeps a 1-byte mask (the CPU and meta kernels keep the scaled noise in x's dtype);
 - CUDA autocast is played by casting inputs (matmuls in 16 bit, each weight's cast cached for the pass; the ops of
   PyTorch's CUDA fp32 list in fp32), since autocast on a machine without CUDA is off;
@@ -42,15 +43,16 @@ def key(t: torch.Tensor) -> int:
 
 
 class _Kernel(torch.autograd.Function):
-    """A stand-in for an op whose saved tensors are the device kernel's: of ``tensors``, the first ``n`` are the op's
-    inputs (they get gradients), the rest what it saves; ``out`` is returned."""
+    """A stand-in for an op whose saved tensors are the device kernel's: its output is made by ``make()`` (a new
+    tensor, which the model may change in place); of ``tensors``, the first ``n`` are the op's inputs (they get
+    gradients), the rest what it saves."""
 
     @staticmethod
-    def forward(ctx, out, n, *tensors):
+    def forward(ctx, make, n, *tensors):
         ctx.shapes = [(i.shape, i.dtype, i.device) for i in tensors[:n]]
         ctx.rest = len(tensors) - n
         ctx.save_for_backward(*tensors[n:])
-        return out
+        return make()
 
     @staticmethod
     def backward(ctx, grad):
@@ -66,21 +68,25 @@ def grouped_mm(func, a, b, *args, **kwargs):
     offsets)."""
     offs = kwargs.get("offs", args[0] if args else None)
     shape = func(a.detach().to(torch.bfloat16), b.detach().to(torch.bfloat16), offs=offs).shape
-    out = torch.empty(shape, dtype=kwargs.get("out_dtype") or a.dtype, device=a.device)
-    return _Kernel.apply(out, 2, a, b, b, offs, a)
+    dtype = kwargs.get("out_dtype") or a.dtype
+    return _Kernel.apply(lambda: torch.empty(shape, dtype=dtype, device=a.device), 2, a, b, b, offs, a)
 
 
 class _Attention(torch.autograd.Function):
+    """SDPA played: ``make()`` writes the output in the kernel's layout, which is saved with q, k, v and ``extra``
+    (the log-sum-exp, the mask's bias, the dropout seed)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, out, *saves):
-        ctx.save_for_backward(*saves)
+    def forward(ctx, make, q, k, v, *extra):
+        out = make()
+        ctx.save_for_backward(q, k, v, out, *extra)
         ctx.shapes = [(x.shape, x.dtype) for x in (q, k, v)]
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        return (*(torch.zeros(s, dtype=d, device=grad.device) for s, d in ctx.shapes), None,
-                *(None for _ in ctx.saved_tensors))
+        return (None, *(torch.zeros(s, dtype=d, device=grad.device) for s, d in ctx.shapes),
+                *(None for _ in ctx.saved_tensors[4:]))
 
 
 class _Zero3Linear(torch.autograd.Function):
@@ -102,26 +108,38 @@ class _Zero3Linear(torch.autograd.Function):
 def attention(profile: str, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """SDPA as the device's kernel saves it: see the module's notes."""
     b, h, t, _ = q.shape
+    width = v.shape[-1]
     if profile == "cuda":  # a GPU's kernels write (batch, sequence, heads, width), whatever q's layout
-        out = torch.empty(b, t, h, v.shape[-1], dtype=q.dtype, device=q.device).transpose(1, 2)
+        def make():
+            return torch.empty(b, t, h, width, dtype=q.dtype, device=q.device).transpose(1, 2)
     else:  # the CPU's writes in q's layout: a q made whole by RoPE's cat (Phi, Phi-3) is (batch, heads, ...)
         order = sorted(range(4), key=lambda d: -q.stride(d))
-        shape = [(b, h, t, v.shape[-1])[d] for d in order]
-        out = torch.empty(shape, dtype=q.dtype, device=q.device).permute(*[order.index(d) for d in range(4)])
-    lse = torch.empty(b, h, t, dtype=torch.float32, device=q.device)
-    saves = [q, k, v, out, lse]
+        shape = [(b, h, t, width)[d] for d in order]
+
+        def make():
+            return torch.empty(shape, dtype=q.dtype, device=q.device).permute(*[order.index(d) for d in range(4)])
+    extra = [torch.empty(b, h, t, dtype=torch.float32, device=q.device)]  # the log-sum-exp
     if attn_mask is not None:
-        shape = list(attn_mask.shape)
+        shape_m = list(attn_mask.shape)
         if profile == "cuda":
-            shape[-1] = -(-shape[-1] // 16) * 16
-        saves.append(torch.empty(shape, dtype=q.dtype, device=q.device))
+            shape_m[-1] = -(-shape_m[-1] // 16) * 16
+        extra.append(torch.empty(shape_m, dtype=q.dtype, device=q.device))
     if dropout_p and profile == "cuda":
-        saves.append(torch.empty(2, dtype=torch.int64, device=q.device))  # the kernel's seed and offset
-    return _Attention.apply(q, k, v, out.detach(), *saves)
+        extra.append(torch.empty(2, dtype=torch.int64, device=q.device))  # the kernel's seed and offset
+    return _Attention.apply(make, q, k, v, *extra)
 
 
-def _dropout(args, kwargs) -> float:
-    return float(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0) or 0.0)
+def math_path(profile: str, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Whether SDPA falls back to its math path (which the meta device runs as it is): on the CPU, as torch's own
+    kernel choice says for tensors of these shapes and strides (dropout, or heads that differ without
+    ``enable_gqa``); on a GPU, heads that differ without ``enable_gqa`` or a head wider than the fused kernels take."""
+    differ = k.shape[1] != q.shape[1] and not enable_gqa
+    if profile == "cuda":
+        return differ or q.shape[-1] > 256
+    like = [torch.empty_strided(x.shape, x.stride(), dtype=x.dtype) for x in (q, k, v)]
+    mask = None if attn_mask is None else torch.empty_strided(attn_mask.shape, attn_mask.stride(), dtype=attn_mask.dtype)
+    return torch._fused_sdp_choice(*like, mask, float(dropout_p or 0.0), bool(is_causal), scale=scale,
+                                   enable_gqa=bool(enable_gqa)) == 0
 
 
 class Recorder(TorchFunctionMode):
@@ -184,13 +202,13 @@ class Recorder(TorchFunctionMode):
                 kwargs = {k: self._cast(v, dtype) for k, v in kwargs.items()}
         if not self.play:  # counting a real run on its own kernels (the CPU check of the trace)
             out = func(*args, **kwargs)
-        elif func is F.scaled_dot_product_attention and (self.profile == "cuda" or not _dropout(args, kwargs)):
+        elif func is F.scaled_dot_product_attention and not math_path(self.profile, *args, **kwargs):
             out = attention(self.profile, *args, **kwargs)
         elif func is F.dropout and self.profile == "cuda" and kwargs.get("training", args[2] if len(args) > 2 else True) \
                 and (kwargs.get("p", args[1] if len(args) > 1 else 0.5) or 0) > 0:
             x = args[0]
             mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
-            out = _Kernel.apply(torch.empty_like(x), 1, x, mask)
+            out = _Kernel.apply(lambda: torch.empty_like(x), 1, x, mask)
         elif func in GROUPED and args[0].device.type == "meta" and args[0].dtype != torch.bfloat16:
             out = grouped_mm(func, *args, **kwargs)
         elif func is F.linear and self.zero3:

@@ -26,10 +26,13 @@ from ..words import say
 from . import trace_ops
 from .trace_ops import HEAD, OUTSIDE, Recorder
 
-SHAPES = ((1, 32), (2, 32), (1, 64), (2, 64), (1, 96))  # (micro-batch, sequence): the fit
-CHECKS = ((1, 48), (3, 48))  # ... and the shapes it is checked on
-ONE = ((1, 32), (1, 64), (1, 96))  # micro-batch 1 apart, where it differs
-MANY = ((2, 32), (2, 64), (3, 32), (3, 64), (2, 96))  # ... and 2 or more
+# (micro-batch, sequence) of the fit: sequences in multiples of 64 (the chunk of the linear-attention kernels written in
+# Python, whose saved tensors step at each chunk) and under 512 (the shortest sliding window of a released config,
+# Gemma 3's; past it a sliding layer is masked)
+SHAPES = ((1, 64), (2, 64), (1, 128), (2, 128), (1, 192))
+CHECKS = ((1, 256), (3, 128))  # ... and the shapes it is checked on
+ONE = ((1, 64), (1, 128), (1, 192))  # micro-batch 1 apart, where it differs
+MANY = ((2, 64), (2, 128), (3, 64), (3, 128), (2, 192))  # ... and 2 or more
 CHECK_TOLERANCE = 0.01
 SKIP_KEYS = ("architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "_name_or_path",
              "quantization_config")
@@ -42,6 +45,8 @@ class Untraceable(Exception):
 
 
 def build_config(cfg: dict, layers: int | None = None):
+    """The config transformers makes of ``cfg``; with ``layers``, the same with that many decoder layers (a model
+    with a text config: its text model's)."""
     from transformers import AutoConfig
 
     mt = cfg.get("model_type")
@@ -51,15 +56,26 @@ def build_config(cfg: dict, layers: int | None = None):
     full = AutoConfig.for_model(mt, **rest)
     if layers is None:
         return full
-    name = full.attribute_map.get("num_hidden_layers", "num_hidden_layers")
-    rest = {k: v for k, v in rest.items() if k not in ("num_hidden_layers", name)}
-    if isinstance(rest.get("layer_types"), list):
-        rest["layer_types"] = list(full.layer_types)[:layers]
-    return AutoConfig.for_model(mt, **rest, **{name: layers})
+    text = full.get_text_config()
+    inner = rest.get("text_config") if text is not full and isinstance(rest.get("text_config"), dict) else None
+    target = dict(inner) if inner is not None else rest
+    name = text.attribute_map.get("num_hidden_layers", "num_hidden_layers")
+    depth = n_layers(full)
+    target = {k: v for k, v in target.items() if k not in ("num_hidden_layers", name)}
+    target[name] = layers
+    if isinstance(target.get("layer_types"), list) or "layer_types" in (inner or {}) or "layer_types" in cfg:
+        target["layer_types"] = list(text.layer_types)[:layers]
+    for key, val in list(target.items()):  # any other list with one entry a layer (mlp_layer_types, ...)
+        if key != "layer_types" and isinstance(val, list) and depth and len(val) == depth:
+            target[key] = val[:layers]
+    if inner is not None:
+        rest = {**rest, "text_config": target}
+        return AutoConfig.for_model(mt, **rest)
+    return AutoConfig.for_model(mt, **target)
 
 
 def n_layers(config) -> int:
-    return int(getattr(config, "num_hidden_layers", 0) or 0)
+    return int(getattr(config.get_text_config(), "num_hidden_layers", 0) or 0)
 
 
 def build(config, dtype, attn: str | None):
@@ -71,14 +87,13 @@ def build(config, dtype, attn: str | None):
 
 
 def layer_list(model, n: int):
-    """The decoder layers: the ModuleList of N entries holding the most parameters."""
-    best, size = None, -1
-    for mod in model.modules():
-        if isinstance(mod, torch.nn.ModuleList) and len(mod) == n and n > 0:
-            count = sum(p.numel() for p in mod.parameters())
-            if count > size:
-                best, size = mod, count
-    if best is None:
+    """The decoder layers: the ModuleList of N entries holding the most parameters (else, where the config counts its
+    layers under another name, the ModuleList holding the most)."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 0]
+    size = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    exact = [m for m in lists if len(m) == n]
+    best = max(exact or lists, key=size, default=None)
+    if best is None or size(best) == 0:
         raise Untraceable(say("plan.trace.no_layers", n=n, cls=type(model).__name__))
     return best
 
@@ -100,8 +115,8 @@ def signature(layer) -> str:
 def census(cfg: dict, targets: list[str]) -> dict:
     config = build_config(cfg)
     model = build(config, torch.float32, None)
-    n = n_layers(config)
-    layers = layer_list(model, n)
+    layers = layer_list(model, n_layers(config))
+    n = len(layers)
     sigs = [signature(layer) for layer in layers]
     kinds = list(dict.fromkeys(sigs))
     emb, head = model.get_input_embeddings(), model.get_output_embeddings()
@@ -110,6 +125,7 @@ def census(cfg: dict, targets: list[str]) -> dict:
     linear = sum(m.weight.numel() for m in layers.modules() if isinstance(m, torch.nn.Linear))
     linear += sum(p.numel() for p in layers.parameters() if p.dim() == 3)  # experts' stacked weights
     targeted = lora_in_out(layers, targets)
+    targeted["in_out"] = lora_per_rank(model, targets)
     window = getattr(config, "sliding_window", None)
     return {
         "layers": n, "kinds": [kinds.index(s) for s in sigs],
@@ -142,6 +158,18 @@ def lora_in_out(layers, targets: list[str]) -> dict:
     return {"in_out": total, "largest": largest, "one_layer": one}
 
 
+def lora_per_rank(model, targets: list[str]) -> int:
+    """LoRA's trainable parameters at rank 1 (they grow with the rank), as peft itself adapts the model: its
+    all-linear, and the experts' stacked weights where peft adapts those too."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=1, lora_alpha=2, target_modules="all-linear" if "all" in targets else targets)
+    with contextlib.suppress(ValueError):  # no module matches: nothing is adapted
+        peft_model = get_peft_model(model, cfg)
+        return sum(p.numel() for n, p in peft_model.named_parameters() if "lora_" in n)
+    return 0
+
+
 def prefix(kinds: list[int]) -> int:
     """The fewest first layers that show every kind after the first layer (which keeps less where nothing before it
     trains: LoRA), and at least two."""
@@ -162,6 +190,7 @@ def prepared(cfg: dict, k: int, mode: dict):
     try:
         model = build(config, dtype, attn)
     except (ValueError, ImportError):  # a model class without SDPA: its own attention, traced as it is
+        config = build_config(cfg, k)
         model = build(config, dtype, None)
     if mode.get("lora"):
         from peft import LoraConfig, get_peft_model
@@ -195,7 +224,7 @@ def count(model, config, mode: dict, batch: int, seq: int) -> tuple[dict[str, in
     if head is not None:  # from the head on, what is kept belongs to the loss (the planner counts it itself)
         handles.append(head.register_forward_pre_hook(lambda *_a: setattr(rec, "scope", HEAD)))
     try:
-        with meta_values(mask is not None), rec.hooks(), rec:
+        with meta_values(mask is not None, rec), rec.hooks(), rec:
             out = model(input_ids=ids, attention_mask=mask, use_cache=False)
         logits = out.logits if hasattr(out, "logits") else out[0]
         logits.float().sum().backward()
@@ -205,7 +234,7 @@ def count(model, config, mode: dict, batch: int, seq: int) -> tuple[dict[str, in
     return rec.totals(), sum(rec.copies.values())
 
 
-def meta_values(masked: bool) -> contextlib.ExitStack:
+def meta_values(masked: bool, rec: Recorder | None = None) -> contextlib.ExitStack:
     """transformers reads the mask's and the positions' values to decide whether SDPA may skip the mask and whether
     sequences are packed; meta tensors have no values: the trace says what the run has (a padded row when masked, no
     packing in the positions)."""
@@ -213,6 +242,24 @@ def meta_values(masked: bool) -> contextlib.ExitStack:
 
     stack = contextlib.ExitStack()
     stack.enter_context(mock_attr(masking_utils, "find_packed_sequence_indices", lambda *a, **k: None))
+    real = torch.autocast  # peft turns autocast off around its parameter adapters (MoE experts): not a meta device's
+
+    @contextlib.contextmanager
+    def played(enabled: bool):
+        """Autocast as the recorder plays it, turned off (or on) for a block as the model's code asks."""
+        before = rec.autocast if rec is not None else False
+        if rec is not None and not enabled:
+            rec.autocast = False
+        try:
+            yield
+        finally:
+            if rec is not None:
+                rec.autocast = before
+
+    def autocast(device_type, *a, **k):
+        return played(k.get("enabled", True)) if device_type == "meta" else real(device_type, *a, **k)
+
+    stack.enter_context(mock_attr(torch, "autocast", autocast))
     if masked:
         stack.enter_context(mock_attr(masking_utils, "fast_all", lambda t: False))
     return stack
@@ -287,9 +334,18 @@ def fitted(shots: Shots, parts: list[str]) -> tuple[dict[str, dict], float]:
     return coefs, worst_of(coefs, CHECKS)
 
 
-def trace_mode(cfg: dict, k: int, kinds: list[int], mode: dict) -> dict:
-    """One mode's fitted terms: per layer kind and outside, and the 16-bit weight copies of one pass."""
-    model, config = prepared(cfg, k, mode)
+BUILD = ("kind", "lora", "rank", "targets", "adapters32", "adapters16", "eager")  # what a mode's model is made of
+
+
+def trace_mode(cfg: dict, k: int, kinds: list[int], mode: dict, built: dict | None = None) -> dict:
+    """One mode's fitted terms: per layer kind, the first layer and outside, and the 16-bit weight copies of one
+    pass. ``built``: models made for earlier modes, by what they are made of (the mask, ZeRO-3's linear, autocast and
+    the kernels are played at run time)."""
+    built = {} if built is None else built
+    key = json.dumps([mode.get(f) for f in BUILD], default=str)
+    if key not in built:
+        built[key] = prepared(cfg, k, mode)
+    model, config = built[key]
     shots = Shots(model, config, mode)
     parts = sorted({p for s in (*SHAPES, *CHECKS) for p in shots(s)[0]})
     coefs, worst = fitted(shots, parts)
@@ -309,8 +365,9 @@ def trace(cfg: dict, targets: list[str], modes: dict[str, dict]) -> dict:
         c = census(cfg, targets)
         k = prefix(c["kinds"])
         out = {"census": c, "traced_layers": k, "modes": {}}
+        built: dict = {}
         for name, mode in modes.items():
-            out["modes"][name] = trace_mode(cfg, k, c["kinds"], mode)
+            out["modes"][name] = trace_mode(cfg, k, c["kinds"], mode, built)
         return out
     except Untraceable as e:
         return {"error": e.args[0].to_json()}

@@ -40,6 +40,7 @@ from .memory import Setup, act_mode, with_liger
 from .shapes import DTYPE_BYTES, Linear, ModelShape, PlanError, _get
 
 FOLDER = "plan-traces"
+TRACER_VERSION = 1  # part of every kept trace's name: a tracer that counts differently traces again
 TIMEOUT_S = 600  # the tracer's child: a 70 B config takes well under a minute on two cores
 SETTINGS = [("none", False), ("2", False), ("3", False), ("2", True), ("3", True)]
 _running: dict[str, subprocess.Popen] = {}  # cache file -> the child tracing it (the web server's)
@@ -50,6 +51,10 @@ class Tracing(PlanError):
     """The model's trace is running: the plan comes when it is done."""
 
 
+class NotTraced(PlanError):
+    """The model has no trace for these settings yet (policy "cache")."""
+
+
 def transformers_version() -> str:
     try:
         return metadata.version("transformers")
@@ -58,9 +63,9 @@ def transformers_version() -> str:
 
 
 def cache_file(cfg: dict, targets: list[str]) -> Path:
-    """Where the trace of ``cfg`` with these LoRA targets is kept, for the installed transformers."""
+    """Where the trace of ``cfg`` with these LoRA targets is kept, for the installed transformers and this tracer."""
     keep = {k: v for k, v in cfg.items() if k not in ("_name_or_path", "transformers_version", "architectures")}
-    text = json.dumps([keep, sorted(targets), transformers_version()], sort_keys=True, default=str)
+    text = json.dumps([keep, sorted(targets), transformers_version(), TRACER_VERSION], sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return placement.cache_dir() / FOLDER / f"{cfg.get('model_type', 'model')}-{digest}.json"
 
@@ -84,8 +89,9 @@ def stub(cfg: dict) -> ModelShape:
     layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers", default=0) or 0)
     heads = int(_get(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads", default=1) or 1)
     vocab = int(_get(cfg, "vocab_size", "padded_vocab_size", default=0) or 0)
-    if not (h and layers and vocab):
+    if not (h and vocab):  # the layers the census counts (a hybrid's may be named otherwise)
         raise PlanError(say("plan.config_incomplete", model_type=mt))
+    layers = layers or 1
     kv = int(_get(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num", default=heads) or heads)
     hd = int(_get(cfg, "head_dim", "kv_channels", default=h // heads) or h // heads)
     inter = int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "moe_intermediate_size",
@@ -128,17 +134,19 @@ def wanted(shape: ModelShape, s: Setup) -> dict[str, dict]:
 def complete(shape: ModelShape, s: Setup, policy: str = "cache", timeout: float = TIMEOUT_S) -> ModelShape:
     """``shape`` (a :func:`stub`) with its trace, by ``policy`` (module notes). Raises PlanError (Tracing while a
     trace runs)."""
+    modes = wanted(shape, s)
+    if shape.census and all(k in shape.traced for k in modes):  # traced already (a model handed in)
+        return shape
     targets = list(s.lora_target) if s.finetuning == "lora" else ["all"]
     path = cache_file(shape.config, targets)
     data = read(path)
     if data.get("error"):
         raise PlanError(say("plan.untraceable", model_type=repr(shape.model_type), why=from_json(data["error"])))
-    modes = wanted(shape, s)
     missing = {k: v for k, v in modes.items() if k not in data.get("modes", {})}
     if not missing and data.get("census"):
         return traced_shape(shape, data)
     if policy == "cache":
-        raise PlanError(say("plan.not_traced", model_type=repr(shape.model_type)))
+        raise NotTraced(say("plan.not_traced", model_type=repr(shape.model_type)))
     request = {"config": shape.config, "targets": targets, "modes": missing}
     if policy == "start":
         start(path, request, timeout)

@@ -1,5 +1,7 @@
 """The memory plan's words (planner.report fills them with a plan's figures, so both languages show the same ones)."""
 
+from .plan_probe import WORDS as _PROBE_WORDS
+
 WORDS: dict[str, tuple[str, str]] = {
     # errors of the planner
     "plan.unknown_arch": (
@@ -403,3 +405,4 @@ WORDS: dict[str, tuple[str, str]] = {
         "使用 LoRA 时切分的是适配器 Ψt;冻结的基座仍占 2Ψ/N。",
     ),
 }
+WORDS.update(_PROBE_WORDS)  # --fit measured on the devices: kept apart for this module's size
