@@ -66,7 +66,8 @@ def run_setup(name: str, a, results: dict) -> None:
     row = results.setdefault(name, {"setup": name, "model": SETUPS[name][0], "seq": job.cutoff_len,
                                     "finetuning": SETUPS[name][2], "per_device_batch": SETUPS[name][3]})
     gpus = h_gpus()
-    if "pick" not in row:
+    if not row.get("pick"):  # a setup of the --empty file (pick null) is probed as a new one
+        row.pop("not_run", None)
         t0 = time.time()
         choices, measured, pick, source = probes.fit_measured(job, gpus, a.probe_budget, trace="wait")
         best = next(c for c in choices if c.fits is not False)
@@ -77,7 +78,7 @@ def run_setup(name: str, a, results: dict) -> None:
     kept = probes.Store().read()
     device = probes.where(job, gpus)
     text = probes._config_text(job)
-    measured_grid = row.setdefault("grid", {})
+    measured_grid = row["grid"] = row.get("grid") or {}
     for c in grid(job):
         label = f"{c.stage}/{c.micro_batch}x{c.accumulation}"
         if label in measured_grid or time.time() > a.deadline:
@@ -88,7 +89,8 @@ def run_setup(name: str, a, results: dict) -> None:
             p = probes.run_one(job, c, key, time.time() + a.row_timeout, probes.JobManager(), gpus)
             if p.status in ("measured", "oom"):
                 probes.Store().add(p)
-        measured_grid[label] = {"status": p.status, "tokens_per_s": p.tokens_per_s, "seconds": p.seconds}
+        if p.status != "busy":  # the devices taken by another job: measured on a later call
+            measured_grid[label] = {"status": p.status, "tokens_per_s": p.tokens_per_s, "seconds": p.seconds}
         save(a, results)
     done = {k: v["tokens_per_s"] for k, v in measured_grid.items() if v["tokens_per_s"]}
     pick = row["pick"]
@@ -145,6 +147,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     workspace.allow([f"{work}:rw"])
     os.environ.setdefault("ZEROBOARD_CACHE", str(work / "cache"))
+    os.environ.setdefault("ZEROBOARD_WAIT_FOREIGN_S", "600")  # another workspace's job on the devices: wait its turn
     names = [n for n in SETUPS if not a.only or n in a.only.split(",")]
     seqs = {}
     for n in names:

@@ -159,3 +159,56 @@ def test_a_hub_id_not_cached_is_fetched_from_hf_endpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a mirror that refuses: the message names it
     with pytest.raises(planner.PlanError, match=r"could not be fetched from http://127\.0\.0\.1:9"):
         planner.read_model("org/elsewhere")
+
+
+# --- the probes (runs/probes.py): what is measured, how it ranks, what is kept ------------------------------------
+
+def write_events(folder, events: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_probe_reads_the_steps_after_the_warm_up_and_an_oom_is_a_result(tmp_path):
+    from zeroboard.runs import probes
+
+    logs = [{"event": "log", "step": i, "elapsed": 2.0 * i + (5 if i > 1 else 0), "tokens_per_sec": tps}
+            for i, tps in enumerate([50.0, 90.0, 1000.0, 1100.0, 1050.0], start=1)]
+    write_events(tmp_path / "ok", logs)
+    status, tps, step_s, why = probes.measured(tmp_path / "ok")
+    assert status == "measured" and tps == 1050.0 and step_s == 2.0  # the first two steps are the warm-up
+    write_events(tmp_path / "oom", logs[:1] + [{"event": "error", "message": "torch.OutOfMemoryError: CUDA out of memory"}])
+    assert probes.measured(tmp_path / "oom")[0] == "oom"
+    write_events(tmp_path / "short", logs[:2])
+    assert probes.measured(tmp_path / "short")[0] == "failed"
+
+
+def test_probes_rank_what_they_measured_and_the_pick_says_so(model_dir, tmp_path):
+    from zeroboard.runs import probes
+
+    choices = planner.fit(job(model_dir), h200(139))
+    fitting = [c for c in choices if c.fits][:3]
+    measured = {id(fitting[0]): probes.Probe("a", "measured", 10_000.0), id(fitting[1]): probes.Probe("b", "oom"),
+                id(fitting[2]): probes.Probe("c", "measured", 29_000.0)}
+    order = probes.ranked(choices, measured)
+    assert order[0] is fitting[2] and order[1] is fitting[0]  # measured first, fastest first; the OOM with the rest
+    assert str(probes.pick_words(order, measured)) == "measured 29.0k tokens/s, 2.9× the next"
+    assert probes.pick_words(choices, {}) is None
+    md = planner.report.fit_markdown(order, measured={id(c): probes.result_words(measured.get(id(c))) for c in order},
+                                     pick=probes.pick_words(order, measured), source="measured")
+    assert "| measured tokens/s |" in md and "29,000 tokens/s" in md and "out of memory" in md
+    assert "It was measured 29.0k tokens/s" in md and "Ranked by what each setting measured" in md
+    store = probes.Store(tmp_path)
+    store.add(measured[id(fitting[2])])
+    assert probes.Store(tmp_path).read()["c"].tokens_per_s == 29_000.0
+
+
+def test_probes_run_only_where_the_jobs_devices_are(model_dir):
+    from zeroboard.runs import probes
+
+    assert probes.where(job(model_dir, device_type="cpu"), []) == "cpu"
+    assert probes.where(job(model_dir), h200(139)) == "NVIDIA H200"
+    assert probes.where(job(model_dir), []) is None  # a GPU job planned on a machine without its GPUs
+    assert probes.where(job(model_dir, launcher="slurm"), h200(139)) is None  # a cluster's: not here
+    key = probes.key_of(job(model_dir), planner.fit(job(model_dir), h200(139))[0], "NVIDIA H200", "{}")
+    assert key != probes.key_of(job(model_dir, cutoff_len=2048), planner.fit(job(model_dir), h200(139))[0],
+                                "NVIDIA H200", "{}")

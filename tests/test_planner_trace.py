@@ -86,27 +86,31 @@ def test_a_model_that_cannot_be_traced_is_refused_with_the_reason():
     assert "meta tensor" in str(from_json(reads["error"]))  # its code reads values the meta device has not
 
 
-# every fourth causal-LM type of transformers' mapping (a different quarter each month), and the families issue 34
-# found refused: each builds, is counted for real and traced at one shape within 3%, and is planned, or refused
+# every eighth causal-LM type of transformers' mapping (a different eighth each month; benchmarks/trace_sweep.py runs
+# them all), and the families issue 34 found refused: each builds, is counted for real and traced at one shape
+# within 3%, and is planned, or refused with the reason; three of them planned from a full trace
 ISSUE_TYPES = ["olmo", "olmo2", "gpt_neox", "cohere", "opt", "gpt2", "gptj", "falcon", "glm", "helium", "mixtral",
                "qwen2_moe", "olmoe"]
+PLANNED = ("olmo2", "gpt_neox", "olmoe")
 
 
 def sample() -> list[str]:
     import datetime
 
     types = sweep.causal_lm_types()
-    turn = datetime.date.today().month % 4
-    return sorted(set(types[turn::4]) | set(ISSUE_TYPES))
+    turn = datetime.date.today().month % 8
+    return sorted(set(types[turn::8]) | set(ISSUE_TYPES))
 
 
 @pytest.mark.parametrize("model_type", sample())
 def test_every_causal_lm_type_is_planned_or_refused_with_its_reason(model_type):
-    row = sweep.check(model_type, plan=model_type in ISSUE_TYPES)
+    row = sweep.check(model_type, plan=model_type in PLANNED)
     assert row["status"] in ("planned", "refused", "does_not_build", "shrink_fails"), row
     if row["status"] == "planned":
         assert abs(row["error"]) <= sweep.TOLERANCE, row
     else:
         assert row["why"], row
     if model_type in ISSUE_TYPES:
-        assert row["status"] == "planned" and row.get("peak_bytes"), row
+        assert row["status"] == "planned", row
+    if model_type in PLANNED:
+        assert row.get("peak_bytes"), row

@@ -65,9 +65,11 @@ def build_config(cfg: dict, layers: int | None = None):
     target[name] = layers
     if isinstance(target.get("layer_types"), list) or "layer_types" in (inner or {}) or "layer_types" in cfg:
         target["layer_types"] = list(text.layer_types)[:layers]
-    for key, val in list(target.items()):  # any other list with one entry a layer (mlp_layer_types, ...)
-        if key != "layer_types" and isinstance(val, list) and depth and len(val) == depth:
+    for key, val in list(target.items()):  # any other list with one entry a layer (mlp_layer_types, ...), or a
+        if key != "layer_types" and isinstance(val, list) and depth and len(val) == depth:  # dict by layer index
             target[key] = val[:layers]
+        elif isinstance(val, dict) and val and all(str(k).isdigit() for k in val):
+            target[key] = {k: v for k, v in val.items() if int(k) < layers}
     if inner is not None:
         rest = {**rest, "text_config": target}
         return AutoConfig.for_model(mt, **rest)

@@ -140,7 +140,7 @@ def complete(shape: ModelShape, s: Setup, policy: str = "cache", timeout: float 
     targets = list(s.lora_target) if s.finetuning == "lora" else ["all"]
     path = cache_file(shape.config, targets)
     data = read(path)
-    if data.get("error"):
+    if data.get("error") and not (data.get("transient") and policy == "wait"):  # a crash is tried again on request
         raise PlanError(say("plan.untraceable", model_type=repr(shape.model_type), why=from_json(data["error"])))
     missing = {k: v for k, v in modes.items() if k not in data.get("modes", {})}
     if not missing and data.get("census"):
@@ -175,7 +175,7 @@ def merge(path: Path, result: dict) -> None:
     data = read(path)
     data["transformers"] = result.get("transformers") or transformers_version()
     if result.get("error"):
-        data = {"transformers": data["transformers"], "error": result["error"]}
+        data = {"transformers": data["transformers"], "error": result["error"], "transient": result.get("transient", False)}
     else:
         data["census"] = result["census"]
         data.setdefault("modes", {}).update(result["modes"])
@@ -228,8 +228,9 @@ def start(path: Path, request: dict, timeout: float) -> None:
             code, err = None, ""
         try:
             _finish(path, out, code, err)
-        except PlanError as e:  # kept: the page says why instead of tracing again on every change
-            merge(path, {"error": e.args[0].to_json() if isinstance(e.args[0], Msg) else str(e)})
+        except PlanError as e:  # kept: the page says why instead of tracing again on every change; `zeroboard plan`
+            # (policy "wait") tries a crashed or timed-out child again
+            merge(path, {"error": e.args[0].to_json() if isinstance(e.args[0], Msg) else str(e), "transient": True})
         finally:
             with _lock:
                 _running.pop(str(path), None)

@@ -54,13 +54,13 @@ class Probe:
 
 def where(spec: JobSpec, gpus: list[devices.Gpu]) -> str | None:
     """The device the job's probes measure on (its GPUs' name, or "cpu"), or None when they are not here."""
+    if spec.launcher == "slurm" or spec.num_nodes > 1:  # a cluster's devices, or other machines': not here
+        return None
     p = placement.place(spec, gpus)
     if p.kind == "cpu":
         return "cpu"
     chosen = [g for g in gpus if g.index in p.ids]
-    if p.kind != "cuda" or not chosen or spec.launcher == "slurm" or spec.num_nodes > 1:
-        return None
-    return chosen[0].name
+    return chosen[0].name if p.kind == "cuda" and chosen else None
 
 
 def key_of(spec: JobSpec, choice, device: str, config_text: str) -> str:
