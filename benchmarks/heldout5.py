@@ -120,6 +120,17 @@ def gpu(a) -> int:
     return 0
 
 
+def liger_source() -> None:
+    """Plan with Liger as the GPU runs will have it: the liger-kernel wheel they carry (``.whl``) unless one is named."""
+    import os
+
+    wheels = sorted((ROOT / ".whl").glob("liger_kernel-*.whl"))
+    if not os.environ.get("ZEROBOARD_LIGER_SOURCE") and not wheels:
+        raise SystemExit("no liger-kernel wheel in .whl and ZEROBOARD_LIGER_SOURCE unset: the plans would have no Liger")
+    os.environ.setdefault("ZEROBOARD_LIGER_SOURCE", str(wheels[-1]) if wheels else "")
+    print(f"Liger read from {os.environ['ZEROBOARD_LIGER_SOURCE']}", file=sys.stderr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seal", action="store_true")
@@ -136,6 +147,7 @@ def main() -> int:
     ap.add_argument("--host-gib", type=float, default=100)
     a = ap.parse_args()
     if a.seal or a.final:
+        liger_source()
         if a.seal and RESULTS.is_file() and any("sealed_estimate_gib" in r for r in load()["rows"]):
             raise SystemExit(f"{RESULTS} is sealed already: its sealed columns are never written again")
         data = estimates("sealed_" if a.seal else "")
