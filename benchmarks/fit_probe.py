@@ -35,7 +35,7 @@ SETUPS = {
 }
 GRID_STAGES = ("none", "2")
 GIB = 1 << 30
-NOT_RUN = "not run: no GPU in the session that built the harness (the lent H200 was paused)"
+NOT_RUN = "not run yet on the GPU: bash benchmarks/h200_run.sh fitprobe SETUPS (benchmarks/fit_probe.py)"
 
 
 def job_for(name: str, work: Path, tiny: bool):
@@ -101,7 +101,8 @@ def run_setup(name: str, a, results: dict) -> None:
 
 
 def save(a, results: dict) -> None:
-    a.out.write_text(json.dumps({"steps": 5, "tiny": a.tiny, "setups": list(results.values())}, indent=1) + "\n")
+    a.out.write_text(json.dumps({"steps": 5, "tiny": a.tiny, "command": "python " + " ".join(sys.argv),
+                                 "setups": list(results.values())}, indent=1) + "\n")
 
 
 def predicted(name: str) -> list[dict]:
@@ -119,7 +120,9 @@ def predicted(name: str) -> list[dict]:
 
 def empty() -> dict:
     """The results file before the GPU run: each setup, the model's predicted first settings, the GPU columns null."""
-    return {"steps": 5, "provenance": NOT_RUN + "; predicted: planner.fit on an H200 (139 GiB free), no probes",
+    return {"steps": 5, "provenance": NOT_RUN + "; predicted: planner.fit on an H200 (139 GiB free), no probes, Liger from"
+            " the carried wheel: ZEROBOARD_LIGER_SOURCE=.whl/liger_kernel-0.8.5-py3-none-any.whl"
+            " python benchmarks/fit_probe.py --empty --out benchmarks/results/fit_probe.json",
             "setups": [{"setup": n, "model": m, "seq": s, "finetuning": f, "per_device_batch": b, "predicted": predicted(n),
                         "pick": None, "probe_seconds": None, "grid": None, "share_of_fastest": None, "not_run": NOT_RUN}
                        for n, (m, s, f, b) in SETUPS.items()]}
