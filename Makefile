@@ -1,6 +1,7 @@
 # The few commands people type. Everything installs into .venv next to this file.
 #   make run    install, build DeepSpeed's ops once, serve the web UI (offline demo) on http://127.0.0.1:7860
 #   make test   install (with test tools and headless Chromium) and run the whole test suite
+#   make test-fast   the tests that start no training process, browser, cluster or container (the edit-test loop)
 #   make screenshots   regenerate the documentation images in docs/images (an image changes only when the page did)
 # PyTorch comes from pip's index unless TORCH_INDEX names another, e.g. the CUDA 12.8 builds:
 #   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128 EXTRAS=[gpu]
@@ -20,7 +21,7 @@ WEBUI_ARGS ?=
 # e.g. SHOTS_ARGS="--lang zh"
 SHOTS_ARGS ?=
 
-.PHONY: install install-test run test lint chromium screenshots slurm liger-source container-tools
+.PHONY: install install-test install-test-tools run test test-fast lint chromium screenshots slurm liger-source container-tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -30,8 +31,11 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install --quiet -e .$(EXTRAS)
 
-install-test: install chromium slurm liger-source container-tools
+# the Python test tools only (test-fast needs nothing else)
+install-test-tools: install liger-source
 	$(BIN)/pip install --quiet -e ".[test]"
+
+install-test: install-test-tools chromium slurm container-tools
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
@@ -44,22 +48,34 @@ container-tools:
 	  { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(CONTAINER_TOOLS) >/dev/null; }
 
-# DeepSpeed compiles its C++ ops on first use; build them now (a minute or two, once) so the first job starts at once.
+# DeepSpeed compiles its C++ ops on first use; build them now (once per Python environment, into a folder of its own
+# that build-ops prints with each op's time) so the first job starts at once.
 # A failure here is reported and the web UI starts anyway: a job that needs the op shows its compile phase.
 run: install
 	-$(BIN)/zeroboard build-ops
 	$(BIN)/zeroboard webui $(WEBUI_ARGS)
 
+# Both cores: the tests that start training processes, browsers, clusters or containers run one after another in
+# one worker (tests/conftest.py groups them), the others spread over every worker; the 25 slowest are listed.
+PYTEST_PARALLEL ?= -n auto --dist loadgroup --durations=25
+FAST_MARKERS := not (gpu or e2e or browser or slurm or container)
+
 test: install-test
 	$(BIN)/ruff check app tests benchmarks tools
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+test-fast: install-test-tools
+	$(BIN)/ruff check app tests benchmarks tools
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/ruff format --check app tests benchmarks tools
 
-# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py
-screenshots: install-test
+# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py.
+# It needs what a browser needs and nothing of the tests' (no Slurm, no podman).
+screenshots: install chromium
+	$(BIN)/pip install --quiet -e ".[shots]"
 	$(BIN)/python tools/screenshots.py --out docs/images $(SHOTS_ARGS)
 
 # A two-node Slurm cluster on this machine for the tests (tests/slurm_cluster.sh starts and stops it): Debian's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,8 +63,7 @@ def run_lookalike(d: Path) -> Path:
 
 
 def finished_run(d: Path, index: Path) -> Path:
-    owned_run(d, index, files=["checkpoint-5", record.RESULT_FILE, "adapter_model.safetensors"])
-    (d / "checkpoint-5").mkdir()
+    owned_run(d, index, files=[f"checkpoint-5/{folders.CHECKPOINT_MARK}", record.RESULT_FILE, "adapter_model.safetensors"])
     (d / "checkpoint-5" / folders.CHECKPOINT_MARK).write_text("{}")
     (d / record.RESULT_FILE).write_text("{}")
     (d / "adapter_model.safetensors").write_text("weights")
@@ -97,6 +97,33 @@ def copied_run(t: Path) -> Path:
 def forged_marker(d: Path) -> Path:
     return folder_with(d, {record.OWNER_FILE: json.dumps({"run_id": "0" * 32, "folder": "/elsewhere"}),
                            "thesis.tex": "chapter 1\n"})
+
+
+def marked_folder(d: Path, run_id: str = "1" * 32, folder: Path | None = None, **records) -> Path:
+    """A user's folder holding a marker naming ``folder`` (this one by default), their thesis, and the record files
+    given (``state``, ``launch``: dicts, or text as written)."""
+    folder_with(d, {record.OWNER_FILE: json.dumps({"run_id": run_id, "folder": str((folder or d).resolve())}),
+                    "thesis.tex": "chapter 1\n"})
+    for kind, data in records.items():
+        name = {"state": record.STATE_FILE, "launch": record.LAUNCH_FILE}[kind]
+        (d / name).write_text(data if isinstance(data, str) else json.dumps(data))
+    return d
+
+
+def registered_run_copied(t: Path) -> Path:
+    """A run of this workspace's index, copied whole (marker, state and all) into a new folder beside it."""
+    d = owned_run(t / "orig", t / "runs.json", files=["adapter_model.safetensors"])
+    copy = t / "copied"
+    copy.mkdir()
+    for p in d.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    return copy
+
+
+def note_in_a_checkpoint(d: Path, index: Path) -> Path:
+    """A finished run, then a user's note put inside its checkpoint (a resume could rotate the checkpoint away)."""
+    (finished_run(d, index) / "checkpoint-5" / "notes.txt").write_text("mine\n")
+    return d
 
 
 def ds_file(d: Path, text: str | None = None, **fields) -> Path:
@@ -138,13 +165,6 @@ def broken_after(d: Path, n: int, jsonl: bool = False) -> Path:
     return path
 
 
-def no_answer_at(d: Path, n: int) -> Path:
-    d.mkdir(parents=True)
-    path = d / "gap.json"
-    path.write_text(json.dumps([GOOD] * n + [{"instruction": "and?", "input": "", "output": ""}] + [GOOD] * 5))
-    return path
-
-
 def yaml_file(t: Path, text: str, name: str = "job.yaml") -> Path:
     path = t / name
     path.write_text(text)
@@ -181,6 +201,92 @@ def dead_endpoint() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
+# --- issue 31: special files, numbers and keys in config files, records past their limits ---------------------
+
+
+class _FifoWatch(threading.Thread):
+    """Opens a FIFO for writing as soon as anyone opens it for reading: a reader that would wait for ever gets an end
+    of file instead (no case can hang on it), and the open is recorded (a FIFO must be refused before it is opened)."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.opened, self.done = path, False, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO while nobody reads it
+            except OSError:
+                continue
+            self.opened = True
+            os.close(fd)
+
+
+_WATCHES: list[_FifoWatch] = []
+
+
+def fifo(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    watch = _FifoWatch(path)
+    watch.start()
+    _WATCHES.append(watch)
+    return path
+
+
+def fifos_opened() -> list[Path]:
+    """The FIFOs of the cases built so far that something opened (each watch is ended here)."""
+    for w in _WATCHES:
+        w.done.set()
+        w.join(5)
+    opened = [w.path for w in _WATCHES if w.opened]
+    _WATCHES.clear()
+    return opened
+
+
+def socket_file(path: Path) -> Path:
+    """A Unix socket's file (it stays when the socket is closed)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+    return path
+
+
+def model_config(t: Path, text: str | None = None, name: str = "config.json", **changes) -> Path:
+    """The copied demo model (t/model) with one of its JSON files written again: ``changes`` on top, or ``text``."""
+    path = t / "model" / name
+    if text is None:
+        cfg = json.loads(path.read_text())
+        cfg.update(changes)
+        text = json.dumps(cfg, indent=1)
+    path.write_text(text)
+    return t / "model"
+
+
+def model_file_fifo(t: Path, name: str) -> Path:
+    (t / "model" / name).unlink()
+    fifo(t / "model" / name)
+    return t / "model"
+
+
+def info_fifo(d: Path) -> Path:
+    d.mkdir(parents=True)
+    (d / "x.json").write_text(json.dumps([GOOD] * 4))
+    fifo(d / "dataset_info.json")
+    return d
+
+
+def data_file(d: Path, name: str, text: str) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(text)
+    return d / name
+
+
+def big_cell_csv(d: Path, size: int = 10_000_000) -> Path:
+    return data_file(d, "big.csv", "instruction,input,output\nSay hi.,,Hi!\n\"" + "a" * size + "\",,yes\n")
+
+
 X300 = "x" * 300
 
 # (case, field that must be named, builder: tmp -> Setting)
@@ -200,7 +306,9 @@ CASES = [
     ("output is a copy of another run", "output_dir", lambda t: s({"output_dir": copied_run(t)}, [t / "copy"])),
     ("output is a run with a file added since", "output_dir",
      lambda t: s({"output_dir": run_with_a_file_added(t / "added", t / "runs.json")}, [t / "added"])),
-    ("output climbs out of the workspace", "output_dir", lambda t: s({"output_dir": "../../etc/zb"}, [Path("/etc")])),
+    # as many ../ as the checkout is deep: /etc/zb wherever the clone sits (never a folder the tests allow)
+    ("output climbs out of the workspace", "output_dir",
+     lambda t: s({"output_dir": "../" * len(REPO.parts) + "etc/zb"}, [Path("/etc")])),
     ("output in /etc", "output_dir", lambda t: s({"output_dir": "/etc/zb"}, [Path("/etc")])),
     ("output is /", "output_dir", lambda t: s({"output_dir": "/"}, [Path("/")])),
     ("output is the workspace itself", "output_dir", lambda t: s({"output_dir": "."}, [REPO])),
@@ -243,7 +351,6 @@ CASES = [
     ("JSON that breaks after 300 good records", "dataset", lambda t: s({"dataset": broken_after(t / "l", 300)}, [t / "l"])),
     ("JSON lines that break at line 301", "dataset",
      lambda t: s({"dataset": broken_after(t / "l", 300, jsonl=True)}, [t / "l"])),
-    ("a record without an answer at 200", "dataset", lambda t: s({"dataset": no_answer_at(t / "g", 200)}, [t / "g"])),
     ("a dataset that is not UTF-8", "dataset", lambda t: s({"dataset": not_utf8(t / "u")}, [t / "u"])),
     ("a CSV without rows", "dataset", lambda t: s({"dataset": empty_csv(t / "c")}, [t / "c"])),
     ("an images column", "dataset",
@@ -328,4 +435,162 @@ CASES = [
     ("extra arguments that are a list", "extra_args", lambda t: s({"extra_args": "[1, 2]"})),
     ("extra arguments nested 50 deep", "extra_args", lambda t: s({"extra_args": '{"a":' * 50 + "1" + "}" * 50})),
     ("extra arguments of 100 kB", "extra_args", lambda t: s({"extra_args": json.dumps({"x": "y" * 100_000})})),
+    # issue 31: injection and control characters
+    ("a newline in the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\nb"}, [t], absent=[t / "a"])),
+    ("a NUL in the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\x00b"}, [t])),
+    ("an escape sequence in the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\x1b[2Jb"}, [t])),
+    ("a DEL in the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\x7fb"}, [t])),
+    ("a carriage return inside the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\rb"}, [t])),
+    ("a tab inside the output folder", "output_dir", lambda t: s({"output_dir": f"{t}/a\tb"}, [t])),
+    ("a C1 control in the model path", "model_name_or_path", lambda t: s({"model_name_or_path": f"{t}/mo\x85del"}, [t / "model"])),
+    ("a newline and a FROM in a dataset name", "dataset", lambda t: s({"dataset": "identity\nFROM /etc/passwd"})),
+    ("an escape in the data folder", "dataset_dir", lambda t: s({"dataset_dir": f"{t}/data\x1b"}, [t / "data"])),
+    ("a newline in the DeepSpeed file's path", "deepspeed", lambda t: s({"deepspeed": f"{t}/ds\n.json"}, [t])),
+    ("a newline in the eval dataset", "eval_dataset", lambda t: s({"eval_dataset": "identity\nx"})),
+    ("a newline in extra_args run_name", "extra_args",
+     lambda t: s({"extra_args": json.dumps({"run_name": "$ZB_HEAD$(touch PWNED2)\n`id`"})}, absent=[REPO / "PWNED2"])),
+    ("an escape in extra_args logging_dir", "extra_args", lambda t: s({"extra_args": json.dumps({"logging_dir": f"{t}/l\x1b"})}, [t])),
+    ("a newline in master_addr", "master_addr", lambda t: s({"master_addr": "10.0.0.1\nrm -rf /", "num_nodes": "2"})),
+    ("a newline in the Slurm partition", "slurm_partition",
+     lambda t: s({"launcher": "slurm", "slurm_partition": "debug\n#SBATCH --wrap=id"})),
+    ("an escape in the Slurm account", "slurm_account", lambda t: s({"launcher": "slurm", "slurm_account": "lab\x1b"})),
+    ("sbatch --wrap in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "--wrap=id"})),
+    ("sbatch --output=/etc/passwd in slurm_extra", "slurm_extra",
+     lambda t: s({"launcher": "slurm", "slurm_extra": "--output=/etc/passwd"}, [Path("/etc")])),
+    ("sbatch -o in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "-o x"})),
+    ("sbatch --chdir in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "--chdir=/"})),
+    ("sbatch --export with LD_PRELOAD in slurm_extra", "slurm_extra",
+     lambda t: s({"launcher": "slurm", "slurm_extra": "--export=ALL,LD_PRELOAD=/tmp/x.so"})),
+    ("sbatch --parsable in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "--parsable"})),
+    ("sbatch --partition in slurm_extra", "slurm_extra", lambda t: s({"launcher": "slurm", "slurm_extra": "--partition=x"})),
+    ("a newline in an slurm_extra value", "slurm_extra",
+     lambda t: s({"launcher": "slurm", "slurm_extra": "--comment=a\n#SBATCH --wrap=id"})),
+    # issue 31: foreign folders and forged markers
+    ("output: a marker naming this folder and no record of its run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "thesis")}, [t / "thesis"])),
+    ("output: a marker whose state names another run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "other", state={"run_id": "2" * 32, "run_dir": str((t / "other").resolve()),
+                                                                   "status": "finished"})}, [t / "other"])),
+    ("output: a marker and a state copied from another folder", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "cp", folder=t / "elsewhere",
+                                              state={"run_id": "1" * 32, "run_dir": str(t / "elsewhere"),
+                                                     "status": "finished"})}, [t / "cp"])),
+    ("output: a marker and a state that is not JSON", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "bad", state="{garbage")}, [t / "bad"])),
+    ("output: a marker and a state that is a list", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "lst", state="[1, 2]")}, [t / "lst"])),
+    ("output: a marker and a launch request of another run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "req", launch={"run_id": "3" * 32})}, [t / "req"])),
+    ("output: a marker and a launch request naming no run", "output_dir",
+     lambda t: s({"output_dir": marked_folder(t / "req0", launch={"foreign": []})}, [t / "req0"])),
+    ("output: a registered run copied whole into a new folder", "output_dir",
+     lambda t: s({"output_dir": registered_run_copied(t)}, [t / "copied", t / "orig"])),
+    ("resume: a file added inside a checkpoint of a finished run", "output_dir",
+     lambda t: s({"output_dir": note_in_a_checkpoint(t / "ck", t / "runs.json"), "resume": "true"}, [t / "ck"])),
+    # issue 35: LLaMA-Factory keys
+    ("a LLaMA-Factory stage not trained here", "stage", lambda t: s(job_file=yaml_file(t, "stage: dpo\ndo_train: true\n"))),
+    ("LLaMA-Factory's QLoRA", "quantization_bit", lambda t: s(job_file=yaml_file(t, "stage: sft\nquantization_bit: 4\n"))),
+    ("a misspelt LLaMA-Factory key", "bf61", lambda t: s(job_file=yaml_file(t, "stage: sft\nbf61: true\n"))),
+    ("bf16 and a precision that disagree", "bf16", lambda t: s(job_file=yaml_file(t, "bf16: true\nprecision: fp32\n"))),
+    ("a warmup ratio of 2", "warmup_ratio", lambda t: s(job_file=yaml_file(t, "warmup_ratio: 2\n"))),
+    ("evaluating per epoch", "eval_strategy", lambda t: s(job_file=yaml_file(t, "eval_strategy: epoch\n"))),
+    ("a hub token in the job file", "hf_hub_token", lambda t: s(job_file=yaml_file(t, "hf_hub_token: hf_abc\n"))),
+    ("a LLaMA-Factory data folder on the hub", "dataset_dir",
+     lambda t: s(job_file=yaml_file(t, "stage: sft\ndataset_dir: REMOTE:llamafactory/demo_data\n"))),
+    ("interleave probabilities with concat", "interleave_probs", lambda t: s({"interleave_probs": "0.5,0.5"})),
+    ("interleave probabilities that do not sum to 1", "interleave_probs",
+     lambda t: s({"mix_strategy": "interleave_under", "interleave_probs": "0.5,0.7"})),
+    ("a preference dataset for supervised fine-tuning", "dataset",
+     lambda t: s({"dataset_dir": folder_with(t / "pref", {
+         "p.json": json.dumps([{"conversations": [{"from": "human", "value": "q"}],
+                                "chosen": {"from": "gpt", "value": "a"}, "rejected": {"from": "gpt", "value": "b"}}]),
+         "dataset_info.json": json.dumps({"pref": {"file_name": "p.json", "ranking": True, "formatting": "sharegpt",
+                                                   "columns": {"messages": "conversations", "chosen": "chosen",
+                                                               "rejected": "rejected"}}})}),
+                  "dataset": "pref"}, [t / "pref"])),
+    ("every record skipped as LLaMA-Factory skips it", "dataset",
+     lambda t: s({"dataset_dir": folder_with(t / "odd", {
+         "o.json": json.dumps([{"conversations": [{"from": "human", "value": "q"}]}] * 4),
+         "dataset_info.json": json.dumps({"odd": {"file_name": "o.json", "formatting": "sharegpt"}})}),
+                  "dataset": "odd"}, [t / "odd"])),
+    # issue 31: bounded inputs
+    ("a NUL byte in output_dir", "output_dir", lambda t: s({"output_dir": "runs/a\0b"})),
+    ("a NUL byte in the model path", "model_name_or_path", lambda t: s({"model_name_or_path": f"{t}/model\0x"}, [t / "model"])),
+    ("a NUL byte in the data folder", "dataset_dir", lambda t: s({"dataset_dir": f"{t}/data\0x"}, [t / "data"])),
+    ("a NUL byte in a dataset file name", "dataset", lambda t: s({"dataset": f"{t}/x\0.json"}, [t])),
+    ("a NUL byte in the DeepSpeed path", "deepspeed", lambda t: s({"deepspeed": f"{t}/ds\0.json"}, [t])),
+    ("a FIFO as the job file", "file", lambda t: s(job_file=fifo(t / "job.yaml"))),
+    ("a socket as the job file", "file", lambda t: s(job_file=socket_file(t / "job.sock"))),
+    ("a FIFO as the DeepSpeed JSON", "deepspeed", lambda t: s({"deepspeed": fifo(t / "ds" / "ds.json")}, [t / "ds"])),
+    ("a FIFO as a dataset file", "dataset", lambda t: s({"dataset": fifo(t / "f" / "x.json")}, [t / "f"])),
+    ("a FIFO as dataset_info.json", "dataset", lambda t: s({"dataset_dir": info_fifo(t / "f"), "dataset": "x"}, [t / "f"])),
+    ("a FIFO as the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_file_fifo(t, "config.json")}, [t / "model"])),
+    ("a FIFO as the model's tokenizer_config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_file_fifo(t, "tokenizer_config.json")}, [t / "model"])),
+    ("hidden_size 1e400 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"hidden_size": 128', '"hidden_size": 1e400'))}, [t / "model"])),
+    ("NaN in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"rms_norm_eps": 1e-06', '"rms_norm_eps": NaN'))}, [t / "model"])),
+    ("hidden_size 1e12 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, hidden_size=10**12)}, [t / "model"])),
+    ("vocab_size 12.5 in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, vocab_size=12.5)}, [t / "model"])),
+    ("a key twice in the model's config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, (t / "model/config.json").read_text().replace(
+         '"hidden_size": 128', '"hidden_size": 128,\n "hidden_size": 64'))}, [t / "model"])),
+    ("Infinity in tokenizer_config.json", "model_name_or_path",
+     lambda t: s({"model_name_or_path": model_config(t, name="tokenizer_config.json", model_max_length=float("inf"))},
+                 [t / "model"])),
+    ("num_samples 1e400 in dataset_info.json", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "n", '{"x": {"file_name": "x.json", "num_samples": 1e400}}'),
+                  "dataset": "x"}, [t / "n"])),
+    ("a key twice in dataset_info.json", "dataset",
+     lambda t: s({"dataset_dir": info_text(t / "n", '{"x": {"file_name": "x.json"},\n "x": {"file_name": "y.json"}}'),
+                  "dataset": "x"}, [t / "n"])),
+    ("a CSV with a 10 MB cell", "dataset", lambda t: s({"dataset": big_cell_csv(t / "c")}, [t / "c"])),
+    ("a CSV row past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "c", "wide.csv", "instruction,input,output\n" + ",".join(["w" * 3000] * 3) + "\n"),
+                  "max_record_bytes": "4096"}, [t / "c"])),
+    ("a JSON line past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "j", "long.jsonl", json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "input": "i" * 5000})),
+                  "max_record_bytes": "2048"}, [t / "j"])),
+    ("a JSON list record past max_record_bytes", "dataset",
+     lambda t: s({"dataset": data_file(t / "j", "long.json", json.dumps([GOOD, {**GOOD, "input": "i" * 200_000}])),
+                  "max_record_bytes": "65536"}, [t / "j"])),
+    ("max_cell_bytes of 10", "max_cell_bytes", lambda t: s({"max_cell_bytes": "10"})),
+    ("max_record_bytes of 1e15", "max_record_bytes", lambda t: s({"max_record_bytes": "1e15"})),
+    ("a DeepSpeed JSON with stage 7", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 7}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON offloading to a GPU", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 3, "offload_param": {
+         "device": "gpu"}}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON with a ZeRO key misspelt", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 2, "overlap_com": True}}))},
+                 [t / "ds"])),
+    ("a DeepSpeed JSON whose loss scale is text", "deepspeed",  # past ZeRO: DeepSpeed's whole config model
+     lambda t: s({"deepspeed": ds_file(t / "ds", json.dumps({"zero_optimization": {"stage": 2}, "fp16": {
+         "enabled": "auto", "initial_scale_power": "sixteen"}}))}, [t / "ds"])),
+    ("a DeepSpeed JSON with a key twice", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", '{"zero_optimization": {"stage": 2},\n "zero_optimization": {"stage": 3}}')},
+                 [t / "ds"])),
+    ("a DeepSpeed JSON with Infinity", "deepspeed",
+     lambda t: s({"deepspeed": ds_file(t / "ds", '{"zero_optimization": {"stage": 2, "reduce_bucket_size": Infinity}}')},
+                 [t / "ds"])),
+    ("a key twice in a YAML job file", "learning_rate",
+     lambda t: s(job_file=yaml_file(t, "learning_rate: 1.0e-4\nmax_steps: 5\nlearning_rate: 1.0e-3\n"))),
+    ("a key twice in a JSON job file", "output_dir",
+     lambda t: s(job_file=yaml_file(t, '{"output_dir": "runs/a",\n "output_dir": "runs/b"}\n', "job.json"))),
+    ("a key twice inside extra_args in a job file", "extra_args",
+     lambda t: s(job_file=yaml_file(t, "extra_args:\n  adam_beta2: 0.9\n  adam_beta2: 0.95\n"))),
+    ("a key twice in extra_args JSON", "extra_args", lambda t: s({"extra_args": '{"adam_beta2": 0.9, "adam_beta2": 0.95}'})),
+    ("infinity inside extra_args in a job file", "extra_args",
+     lambda t: s(job_file=yaml_file(t, "extra_args: {adam_epsilon: .inf}\n"))),
+    ("a GPU id that does not exist", "gpu_ids", lambda t: s({"gpu_ids": "97"})),  # none here; 97 on no machine
+    ("a million DataLoader workers", "extra_args", lambda t: s({"extra_args": '{"dataloader_num_workers": 1000000}'})),
+    ("300 DataLoader workers", "extra_args", lambda t: s({"extra_args": '{"dataloader_num_workers": 300}'})),
+    ("300 preprocessing workers", "preprocessing_num_workers", lambda t: s({"preprocessing_num_workers": "300"})),
+    ("a million DataLoader workers as the field", "dataloader_num_workers", lambda t: s({"dataloader_num_workers": "1000000"})),
 ]

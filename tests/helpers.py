@@ -16,12 +16,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from zeroboard.job import folders, record
+from zeroboard.job import folders, manifest, record
 from zeroboard.job.registry import Registry
 from zeroboard.runs.manager import JobManager
 from zeroboard.runs.state import JobState, write_state
 
 REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "tests" / "standin"  # the stand-in trainer's overlay (tests/standin/zeroboard/__init__.py says how)
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -40,6 +41,21 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+def standin_env(step_s: float = 0.05, **knobs) -> dict[str, str]:
+    """The environment that makes a job's ranks run the stand-in trainer instead of the real one: for the supervision
+    tests (the runner, the supervisor, signals, abort, kill, hang, reattach, the queue), whose subject is not the
+    training.  Give it to a job this process starts (:func:`on_standin`), to ``zeroboard train`` or to a web UI server
+    (the jobs they start inherit it).  ``knobs``: the stand-in's own (``fail="1:3"``, ``save_s=2``)."""
+    path = os.pathsep.join(p for p in (str(STANDIN), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "ZB_STANDIN_STEP_S": str(step_s), **{f"ZB_STANDIN_{k.upper()}": str(v) for k, v in knobs.items()}}
+
+
+def on_standin(prepared, step_s: float = 0.05, **knobs):
+    """A prepared job whose ranks run the stand-in trainer (its command's environment says so, in its record too)."""
+    prepared.command.env.update(standin_env(step_s, **knobs))
+    return prepared
 
 
 def wait_until(fn, timeout: float, what: str, every: float = 0.25):
@@ -116,14 +132,36 @@ def register(manager: JobManager, st: JobState) -> JobState:
 
 def owned_run(folder: Path, index: Path | None = None, files: list[str] | None = None) -> Path:
     """A run folder as ZeroBoard leaves it: claimed (its marker), registered in the index (the env's by default),
-    with a state.json that lists ``files`` (None: no listing, as after a run that never ended)."""
+    with a state.json that lists what the run wrote: ``files``, paths relative to the folder, made here (a path
+    ending in "/" a folder, any other a file holding "x" until the caller writes it), with their folders and the
+    record files (None: no list, as after a run that never ended)."""
     registry = Registry(index)
     with registry.locked():
-        run_id, _ = folders.claim(folder, registry)
+        claimed = folders.claim(folder, registry)
+        run_id = claimed.run_id
         registry.add({"run_dir": str(folder.resolve()), "run_id": run_id})
-    state = {"run_dir": str(folder.resolve()), "status": "finished"}
+    (folder / record.LAUNCH_FILE).write_text(json.dumps({"run_id": run_id, "run_dir": str(folder.resolve()),
+                                                         "foreign": claimed.foreign}))
+    state = {"run_dir": str(folder.resolve()), "status": "finished", "run_id": run_id}
+    (folder / record.STATE_FILE).write_text(json.dumps(state))
     if files is not None:
-        state["files"] = files
+        for rel in files:
+            path = folder / rel
+            if rel.endswith("/"):
+                path.mkdir(parents=True, exist_ok=True)
+            elif not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("x")
+        seal(folder)
+    return folder
+
+
+def seal(folder: Path) -> Path:
+    """List everything the run folder holds now as what the run wrote (``state.json``'s ``written`` and ``files``),
+    as its supervisor does when the run ends."""
+    state = json.loads((folder / record.STATE_FILE).read_text())
+    state["written"] = manifest.tree(folder)
+    state["files"] = sorted(p for p in state["written"] if "/" not in p)
     (folder / record.STATE_FILE).write_text(json.dumps(state))
     return folder
 
@@ -131,8 +169,9 @@ def owned_run(folder: Path, index: Path | None = None, files: list[str] | None =
 def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, every: int = 5, status: str = "finished",
                   seed: int = 0, started: float | None = None, **job) -> Path:
     """A finished run as ZeroBoard leaves one, written directly (no training): its marker and index entry, the job
-    it asked for, its command, its plan, its events (a loss curve, the learning rate, speed, memory peaks), its log
-    and state.  For listings and comparisons of many runs (tests, benchmarks/runs_page.py)."""
+    it asked for, its request, its command, its plan, its events (a loss curve, the learning rate, speed, memory
+    peaks), its log and state (listing all it wrote).  For listings and comparisons of many runs (tests,
+    benchmarks/runs_page.py)."""
     import math
     import random
 
@@ -146,9 +185,13 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     spec_job.output_dir = str(folder)
     registry = Registry(index)
     with registry.locked():
-        run_id, _ = folders.claim(folder, registry)
+        claimed = folders.claim(folder, registry)
+        run_id = claimed.run_id
         registry.add({"run_dir": str(folder.resolve()), "run_id": run_id, "source": "page", "device_kind": "cpu",
                       "devices": [0, 1], "trainer_dir": str(folder.resolve())})
+    (folder / record.LAUNCH_FILE).write_text(json.dumps({  # the request, with what the claim found (a new folder: nothing)
+        "source": "page", "launcher": "torchrun", "index": str(registry.path), "trainer_dir": str(folder.resolve()),
+        "run_id": run_id, "run_dir": str(folder.resolve()), "foreign": claimed.foreign}))
     (folder / record.SPEC_FILE).write_text(spec.dump_yaml(spec_job))
     argv = ["torchrun", "--nproc_per_node", "2", "-m", "zeroboard.training.train", *spec.to_flags(spec.to_dict(spec_job))]
     cmd = cmdmod.Command(argv, {"CUDA_VISIBLE_DEVICES": ""}, str(REPO), None, "cpu", [0, 1], 29500)
@@ -175,11 +218,9 @@ def synthetic_run(folder: Path, index: Path | None = None, steps: int = 60, ever
     state = {"run_dir": str(folder.resolve()), "status": status, "source": "page", "device_kind": "cpu", "devices": [0, 1],
              "started": t0, "ended": t0 + steps * 0.1 + 2, "exit_code": 0,
              "message": {"key": f"run.{status}", "values": {}},
-             "trainer_dir": str(folder.resolve())}
+             "trainer_dir": str(folder.resolve()), "run_id": run_id}
     (folder / record.STATE_FILE).write_text(json.dumps(state))
-    state["files"] = folders.listing(folder)
-    (folder / record.STATE_FILE).write_text(json.dumps(state))
-    return folder
+    return seal(folder)
 
 
 def start_on_page(pg, index: Path, run_dir: Path, button: str = "#zb-start", lang: str = "en", wait_s: float = 900) -> None:

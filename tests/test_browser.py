@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium as system_chromium, start_server as start_webui, stop_jobs, stop_server, wait_until
+from helpers import standin_env, start_server as start_webui, stop_jobs, stop_server, wait_until
 from zeroboard.job import command, record
 from zeroboard.runs import processes
 from zeroboard.runs.state import JobState, read_state
@@ -26,14 +26,8 @@ RELOAD_S = 240  # reload and answer: a subprocess that imports torch and loads t
 UI_S = 20_000  # ms, for page elements
 
 
-def start_server(port: int, index: Path, log: Path) -> subprocess.Popen:
-    return start_webui(port, index, log, REPO)  # `zeroboard webui` as a user starts it
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with system_chromium() as browser:
-        yield browser
+def start_server(port: int, index: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    return start_webui(port, index, log, REPO, env=env)  # `zeroboard webui` as a user starts it
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +38,17 @@ def workdir(tmp_path_factory):
         stop_jobs(index)
 
 
-@pytest.fixture(scope="module")
-def server(workdir):
-    port = command.free_port()
-    proc = start_server(port, workdir / "runs.json", workdir / "server.log")
-    yield f"http://127.0.0.1:{port}/"
-    stop_server(proc)
+@pytest.fixture()
+def server(webui):
+    """The session's web UI (conftest.py)."""
+    return webui[0]
+
+
+@pytest.fixture()
+def standin_server(standin_webui):
+    """The session's web UI whose jobs run the stand-in trainer: for Abort and the live pace, which are not about the
+    training."""
+    return standin_webui[0]
 
 
 def legend_in_card(page, plot: str, entry: str) -> bool:
@@ -64,8 +63,8 @@ def legend_in_card(page, plot: str, entry: str) -> bool:
 
 
 @pytest.fixture()
-def page(chromium):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(UI_S)
     yield pg
@@ -78,6 +77,16 @@ def page(chromium):
 def open_page(pg, url: str) -> None:
     pg.goto(url)
     pg.wait_for_selector("#zb-start")
+    demo_form(pg)
+
+
+def demo_form(pg) -> None:
+    """The form as the demo job has it, loaded with Load arguments: the session's server shows the last run's
+    settings when a page opens (as it shows a returning user theirs), and a test starts from the demo's."""
+    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+    fill(pg, "args-path", "examples/demo.yaml")
+    pg.locator("#zb-load").click()
+    pg.wait_for_selector("#zb-message :text('examples/demo.yaml')")
 
 
 def reload_page(pg) -> None:
@@ -241,9 +250,9 @@ def test_bad_fields_are_marked_in_place_and_chinese_labels_switch_in(server, pag
     assert "Memory plan" not in page.locator("#zb-plan").inner_text()
 
 
-def test_abort_stops_the_job_and_no_process_remains(server, page, workdir):
+def test_abort_stops_the_job_and_no_process_remains(standin_server, page, workdir):
     """... and the page asks for news twice a second only while a run is live: every 2 s before and after."""
-    open_page(page, server)
+    open_page(page, standin_server)
     page.wait_for_selector("body[data-zb-loaded='1']", state="attached")
     idle = live_ticks(page, 6)
     run_dir = start_job(page, workdir / "abort", max_steps=5000)
@@ -260,10 +269,10 @@ def test_abort_stops_the_job_and_no_process_remains(server, page, workdir):
     assert 1 <= idle <= 5 and 1 <= after <= 5 and live >= 7, (idle, live, after)  # 3, 12, 3 at the set paces
 
 
-def test_a_restarted_ui_server_reattaches_to_the_running_job(chromium, page, workdir):
+def test_a_restarted_ui_server_reattaches_to_the_running_job(page, workdir):
     port = command.free_port()
     index, log = workdir / "reattach-runs.json", workdir / "reattach-server.log"
-    first = start_server(port, index, log)
+    first = start_server(port, index, log, env=standin_env(step_s=0.1))  # the job runs the stand-in trainer
     url = f"http://127.0.0.1:{port}/"
     second = None
     try:
@@ -273,7 +282,7 @@ def test_a_restarted_ui_server_reattaches_to_the_running_job(chromium, page, wor
         stop_server(first, signal.SIGKILL)  # the UI dies; the job must not
         assert recorded_state(run_dir).status == "running"
 
-        second = start_server(port, index, log)
+        second = start_server(port, index, log, env=standin_env(step_s=0.1))
         reload_page(page)
         wait_until(lambda: status(page) == "running", 30, "the reattached running status")
         assert run_dir in page.locator("#zb-status").inner_text()

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
-from test_browser import RELOAD_S, RUN_S, UI_S, choose, fill, status, step
-from zeroboard.job import command
+from helpers import wait_until
+from test_browser import RELOAD_S, RUN_S, UI_S, choose, demo_form, fill, status, step
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +51,9 @@ TERMS = {"zeroboard", "deepspeed", "stage", "offload", "lora", "zero", "gpu", "g
          "state", "events", "launcher", "log", "checkpoint", "global", "step", "latest", "from_pretrained", "hf",
          # DeepSpeed's and the math's terms, and the template names a user picks
          "reduce", "bucket", "tensorboard", "wandb", "mlflow", "swanlab", "tb", "mlruns", "swanlog", "factory",
-         "proportional", "end", "ollama", "modelfile", "softmax", "plain", "chatml", "mistral", "gemma", "qwen", "phi", "alpaca", "eval"}
+         "proportional", "end", "ollama", "modelfile", "softmax", "plain", "chatml", "mistral", "gemma", "qwen", "phi", "alpaca", "eval",
+         # data formats and the values of the data fields (LLaMA-Factory's names: the template default, concat)
+         "csv", "parquet", "concat", "default", "vicuna", "llamafactory"}
 WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*(?![A-Za-z0-9_])")  # whole ASCII words, CJK around or not
 SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){2,}")
 
@@ -80,20 +81,10 @@ def assert_chinese(pg, where: str) -> None:
     assert not left, f"English on the Chinese page ({where}): {left}"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    work = tmp_path_factory.mktemp("chapter")
-    port = command.free_port()
-    proc = start_server(port, work / "runs.json", work / "server.log", env={"ZEROBOARD_LANG": ""})
-    yield f"http://127.0.0.1:{port}/", work
-    stop_jobs(work / "runs.json")
-    stop_server(proc)
+@pytest.fixture()
+def server(webui):
+    """The session's web UI (conftest.py): (its URL, its folder)."""
+    return webui
 
 
 def opened(context, url: str):
@@ -122,7 +113,8 @@ def test_the_language_comes_from_the_url_or_the_browser_and_survives_a_reload(br
         other = opened(english, url)
         other.wait_for_selector("#zb-preview:text-is('预览命令')")  # ... and a new tab
         other.locator("#zb-lang label", has_text="English").click()
-        other.wait_for_selector("#zb-preview:text-is('Preview command')")
+        # every label is said again by one event: on a busy machine it can wait behind the other tabs' ticks
+        other.wait_for_selector("#zb-preview:text-is('Preview command')", timeout=60_000)
         assert lang_of(opened(english, url)) == "en"  # a choice made on the page is kept too
         zh = opened(chinese, url)
         zh.wait_for_selector("#zb-preview:text-is('预览命令')")  # a Chinese browser gets the Chinese page
@@ -135,6 +127,7 @@ def test_the_chapter_in_chinese(browser, server):
     url, work = server
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
     pg = opened(context, url + "?lang=zh")
+    demo_form(pg)
     pg.wait_for_selector("#zb-preview:text-is('预览命令')")
     pg.wait_for_selector("#zb-plan :text('内存估算')")  # CPU processes: the host's memory
     for word in ("设备数量", "DeepSpeed stage", "使用 offload", "预览命令", "开始", "中断"):

@@ -201,16 +201,84 @@ def test_the_worker_answers_on_its_main_thread_and_survives_a_failed_answer_and_
     assert not late.is_alive() and got["ok"][-1] == {"end": True} and len(w.chat.threads) == 4
 
 
+def test_chat_requests_are_bounded_and_a_refused_one_leaves_the_worker_and_the_conversation_healthy(tmp_path, monkeypatch):
+    """A 1 MB prompt ran for minutes and came back empty, and every later Send answered empty while the page said
+    Loaded. Now: settings out of bounds and oversized requests are refused before sending (the client) and on
+    arrival (the worker, answered, never dropped); a prompt the model refuses leaves the conversation as it was; the
+    next Send answers; an answer that never ends is said so, never shown as an empty success. The real worker's
+    server, connections and main thread, with a stand-in model (the e2e test below asks the real one)."""
+    import socket
+    from types import SimpleNamespace
+
+    from zeroboard.outputs import chat_settings, chat_worker
+    from zeroboard.words import say
+
+    class Fake:
+        def answer(self, messages, side, settings, emit, stop):
+            if len(messages[-1]["content"]) > 1000:  # as the real model's prompt budget refuses it
+                raise OutputError(say("chat.prompt_too_long", n="2,000", limit="384", context="512", answer=128))
+            emit("Hi!")
+            return {"tokens": 2, "text": "Hi!"}
+
+    w = chat_worker.Worker(tmp_path, {"path": str(tmp_path), "name": "fake", "kind": "model"}, "cpu", "fp32", idle_s=60)
+    w.chat, w.info["status"] = Fake(), "ready"
+    server = chat_worker._Server(("127.0.0.1", 0), chat_worker._Handler)
+    server.worker = w
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Timer(30, w.quit.set).start()  # the test cannot hang on the main loop
+    serving = threading.Thread(target=w.serve, daemon=True)
+    serving.start()
+    try:
+        client = chat_client.Worker(SimpleNamespace(run_dir=str(tmp_path)),
+                                    {"port": server.server_address[1], "token": w.token, "status": "ready"})
+        monkeypatch.setattr(chat_client, "find", lambda manager, model=None: [client])
+        conv = [{"role": "user", "content": "hi"}]
+        with pytest.raises(OutputError) as e:  # the client refuses before it sends
+            client.generate([{"side": "tuned", "messages": conv}], {"max_new_tokens": 10**9}, "a")
+        assert e.value.args[0].key == "chat.setting_bad" and "max_new_tokens" in e.value.args[0]
+        with pytest.raises(OutputError) as e:
+            client.generate([{"side": "tuned", "messages": [{"role": "user", "content": "x" * (2 << 20)}]}], {}, "b")
+        assert e.value.args[0].key == "chat.prompt_too_many_chars" and "2,097,152 characters" in e.value.args[0]
+        # the worker refuses the same on arrival, and answers a request line past its limit instead of dropping it
+        got = list(client.request("generate", timeout=10, sides=[{"side": "tuned", "messages": conv}],
+                                  settings={"temperature": float("nan")}, id="c"))
+        assert got[0]["error"].key == "chat.setting_bad" and got[-1] == {"end": True}
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as conn:
+            conn.sendall(b'{"op": "generate", "x": "' + b"y" * (chat_settings.MAX_REQUEST_BYTES + 10) + b'"}\n')
+            reply = json.loads(conn.makefile("rb").readline())
+        assert reply["error"]["key"] == "chat.request_line_too_big"
+
+        def ask(question: str, tuned: list) -> tuple[list, str]:
+            *_, (tuned_now, _, note) = chat_handlers.ask(runner.JobManager(index=tmp_path / "runs.json"),
+                                                          str(client.folder), question, tuned, [], False, "", {}, "p",
+                                                          "en")
+            return tuned_now, note
+
+        history, note = ask("hello", [])
+        assert [m["content"] for m in history] == ["hello", "Hi!"] and "Hi!" not in note
+        history, note = ask("long " * 400, history)  # refused by the model: the conversation stays as it was
+        assert "2,000 tokens" in note and [m["content"] for m in history] == ["hello", "Hi!"]
+        history, note = ask("x" * (2 << 20), history)  # refused by the client: nothing sent, nothing kept
+        assert "characters" in note and [m["content"] for m in history] == ["hello", "Hi!"]
+        history, note = ask("again", history)  # the worker is healthy: the next Send answers
+        assert [m["content"] for m in history] == ["hello", "Hi!", "again", "Hi!"]
+        monkeypatch.setattr(chat_client.Worker, "generate", lambda self, *a: iter([{"side": "tuned", "start": True}]))
+        history, note = ask("and?", history)  # the connection ended without an answer: said so, not an empty success
+        assert note == say("chat.no_answer") and [m["content"] for m in history] == ["hello", "Hi!", "again", "Hi!"]
+        assert "empty answer" in chat_handlers.figures_text({"tuned": {"tokens": 1, "text": ""}}, "en")
+    finally:
+        w.quit.set()
+        server.shutdown()
+        serving.join(5)
+
+
 # --- e2e: a tuned demo in a real worker --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory, demo) -> Path:
-    out = tmp_path_factory.mktemp("chat") / "run"
-    p = cli("train", "examples/demo.yaml", f"--set=output_dir={out}", "--set=dataset=identity", "--set=max_steps=100",
-            "--set=logging_steps=20")
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return out
+@pytest.fixture()
+def lora_run(bank) -> Path:
+    """The session's LoRA run on the identity set (tests/bank.py)."""
+    return bank.get("lora_identity")
 
 
 @pytest.fixture()
@@ -255,6 +323,20 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
     assert done["tuned"]["ttft_s"] > 0 and done["tuned"]["tokens"] >= len(pieces["tuned"])  # (+ the end token)
     assert replies[-1] == {"end": True}
 
+    # a prompt past the model's context (512 positions, 48 of them the answer's) is refused with its size in tokens
+    # before generation (it ran for minutes, then came back empty); the worker answers the next request as before
+    t0 = time.perf_counter()
+    big = [{"role": "user", "content": "tell me more " * 3000}]
+    refused = list(worker.generate([{"side": "base", "messages": big}, {"side": "tuned", "messages": big}],
+                                   {"max_new_tokens": 48}, "big"))
+    errors = [r["error"] for r in refused if "error" in r]
+    assert len(errors) == 2 and all(e.key == "chat.prompt_too_long" for e in errors), refused
+    assert "reads 512 positions" in errors[0] and "may take 464" in errors[0] and not any("text" in r for r in refused)
+    assert time.perf_counter() - t0 < 10 and refused[-1] == {"end": True}
+    again = list(worker.generate([{"side": "tuned", "messages": conv}], {"max_new_tokens": 48}, "after"))
+    assert next(r for r in again if r.get("done"))["text"] == demo.IDENTITY_ANSWER_EN
+    assert worker.refresh().status == "ready"
+
     greedy = {"max_new_tokens": 48, "temperature": 0.0, "top_p": 1.0, "seed": 0}
     sampled = {"max_new_tokens": 24, "temperature": 0.9, "top_p": 0.9, "seed": 7}
     base_model = target.base
@@ -269,7 +351,8 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
 
     def ask():
         stopped.extend(worker.generate([{"side": "base", "messages": conv}, {"side": "tuned", "messages": conv}],
-                                       {**sampled, "max_new_tokens": 4000, "min_new_tokens": 4000}, "long"))  # no early end
+                                       {**sampled, "max_new_tokens": 400, "min_new_tokens": 400}, "long"))  # no early end
+        # (400: the longest answer the demo's 512 positions leave room for beside the question)
 
     asker = threading.Thread(target=ask)
     asker.start()
@@ -279,7 +362,7 @@ def test_the_worker_streams_answers_and_its_base_is_really_the_base(lora_run, mg
     worker.stop("long")
     asker.join(120)
     ends = [r for r in stopped if r.get("done")]
-    assert len(ends) == 1 and ends[0]["side"] == "base" and ends[0]["tokens"] < 4000 and ends[0]["stopped"]
+    assert len(ends) == 1 and ends[0]["side"] == "base" and ends[0]["tokens"] < 400 and ends[0]["stopped"]
     assert not any(r.get("side") == "tuned" for r in stopped)
 
     gone = chat_client.unload(mgr, worker)
@@ -318,6 +401,9 @@ def test_zeroboard_chat_answers_as_the_tuned_model_and_with_base_as_the_base(lor
     answer = json.loads(base.stdout.strip().splitlines()[-1])
     assert answer["side"] == "base" and answer["text"] and answer["text"] != demo.IDENTITY_ANSWER_EN
     assert runner.JobManager(index=index).workers() == []  # each command unloaded the worker it started
+    long = cli("chat", str(lora_run), "--prompt", "tell me more " * 3000, "--cpu", index=index)  # past the context
+    assert long.returncode == 1 and "tokens; this model reads 512 positions" in long.stderr and not long.stdout.strip()
+    assert "Traceback" not in long.stderr and runner.JobManager(index=index).workers() == []
 
 
 @e2e

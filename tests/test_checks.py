@@ -112,13 +112,30 @@ def test_an_unreachable_hub_id_is_refused_after_one_try(job, tmp_path, monkeypat
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [("[]", "holds no records"), ("{oops", "not valid JSON"), ('[{"text": "x"}]', "instruction/output"),
-     ('[{"instruction": "q", "output": ""}]', "no answer")],
+     ('[{"instruction": "q", "output": null}]', "no response")],
 )
 def test_bad_dataset(job, tmp_path, content, fragment):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     job.dataset = [str(bad)]
     assert fragment in errors(job)["dataset"]
+
+
+def test_an_empty_answer_is_trained_and_records_llamafactory_skips_are_said_not_refused(job, tmp_path):
+    """An empty answer is trained as LLaMA-Factory trains it (the end of the answer); a record it skips (turns out of
+    order, no answer last) is skipped with a count and the first named: a warning, never a blocked launch."""
+    good = {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}
+    recs = [good] * 70 + [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": ""}]},
+                          {"conversations": [{"from": "human", "value": "q"}, {"from": "human", "value": "again"},
+                                             {"from": "gpt", "value": "a"}]},
+                          {"conversations": [{"from": "human", "value": "q"}]}]
+    data = tmp_path / "sg.json"
+    data.write_text(json.dumps(recs))
+    job.dataset = [str(data)]
+    r = checks.validate(job, [])
+    assert "dataset" not in r.errors
+    note = r.warnings["dataset"]
+    assert "2 of 73 records are skipped" in note and "record 71" in note and "turn 1 (user)" in note
 
 
 def test_unreadable_dataset(job, tmp_path):
@@ -169,9 +186,7 @@ def test_bf16_on_an_old_gpu(job):
 
 
 def test_finished_run_is_not_overwritten(job, tmp_path):
-    out = owned_run(tmp_path / "out", files=["checkpoint-10", "adapter_model.safetensors"])
-    (out / "checkpoint-10").mkdir(parents=True)
-    (out / "checkpoint-10" / folders.CHECKPOINT_MARK).write_text("{}")
+    out = owned_run(tmp_path / "out", files=[f"checkpoint-10/{folders.CHECKPOINT_MARK}", "adapter_model.safetensors"])
     (out / record.COMMAND_FILE).write_text("{}")
     (out / record.RESULT_FILE).write_text("{}")
     (out / "adapter_model.safetensors").write_text("{}")
@@ -300,3 +315,90 @@ def test_the_eager_only_model_types_are_those_transformers_gives_no_sdpa():
         if name and getattr(module, name, None) is not None and not getattr(module, name)._supports_sdpa:
             no_sdpa.add(mt)
     assert no_sdpa == checks.EAGER_ONLY_MODEL_TYPES
+
+
+# --- issue 31: bounded inputs --------------------------------------------------------------------------------------
+
+def test_a_gpu_id_that_does_not_exist_is_refused_not_a_quiet_cpu_run(job):
+    job.gpu_ids = [7]
+    report = checks.validate(job, [])
+    assert "no GPU on this machine" in report.errors["gpu_ids"] and "leave gpu_ids empty" in report.errors["gpu_ids"]
+    assert "GPU 7 does not exist; this machine has GPU 0" in errors(job, [H100])["gpu_ids"]
+    job.device_type = "cpu"  # CPU processes asked for on a GPU machine: the ids are ignored, with a note
+    job.gpu_ids = [0]
+    report = checks.validate(job, [H100])
+    assert "gpu_ids" not in report.errors and "ignored" in report.warnings["gpu_ids"]
+    job.launcher, job.gpu_ids = "slurm", [7]  # a cluster's GPUs are not this machine's
+    assert "gpu_ids" not in errors(job, [])
+
+
+def test_worker_counts_are_bounded_by_the_cores_with_a_note(job, monkeypatch):
+    """A count meant for a larger machine is a note and a clamp where it runs (issue 35: 16 workers on a 2-core
+    machine are no refusal); a count no machine has use for is refused."""
+    from zeroboard.job import devices, mapping
+    from zeroboard.training import dataprep
+
+    monkeypatch.setattr(devices, "cpu_count", lambda: 2)
+    job.preprocessing_num_workers, job.dataloader_num_workers = 16, 8
+    report = checks.validate(job, [])
+    assert report.ok, report.errors
+    for name, n in (("preprocessing_num_workers", 16), ("dataloader_num_workers", 8)):
+        assert f"is {n}, above this machine's 2 CPU cores: 2 are used here" in report.warnings[name], report.warnings
+    cores = len(__import__("os").sched_getaffinity(0))
+    assert dataprep.workers(job, 10) == min(16, cores)  # the clamp, on the machine that runs it
+    assert mapping.dataloader_workers(job, mapping.Resolved())["dataloader_num_workers"] == min(8, cores)
+    job.preprocessing_num_workers, job.dataloader_num_workers = 300, 1_000_000
+    report = checks.validate(job, [])
+    assert "above 256" in report.errors["preprocessing_num_workers"] and "above 256" in report.errors["dataloader_num_workers"]
+    job.launcher, job.preprocessing_num_workers, job.dataloader_num_workers = "slurm", 64, 32
+    assert not {"preprocessing_num_workers", "dataloader_num_workers"} & set(checks.validate(job, []).warnings)  # a node's
+
+
+def test_sizes_in_a_models_config_are_checked_for_range_and_finiteness(job, tmp_path):
+    from zeroboard.planner import shapes
+
+    cfg = tmp_path / "model" / "config.json"
+    for text, says in (('{"model_type": "llama", "hidden_size": 1e400}', "hidden_size is inf"),
+                       ('{"model_type": "llama", "hidden_size": 1e12}', "hidden_size is 1000000000000.0"),
+                       ('{"model_type": "llama", "num_hidden_layers": -2}', "num_hidden_layers is -2"),
+                       ('{"model_type": "llama", "text_config": {"vocab_size": 0.5}}', "text_config.vocab_size is 0.5"),
+                       ('{"model_type": "llama",\n "model_type": "gemma"}', "model_type is given twice in one mapping (lines 1, 2)")):
+        cfg.write_text(text)
+        msg = errors(job)["model_name_or_path"]
+        assert str(cfg) in msg and says in msg, (text, msg)
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 1e12, "num_hidden_layers": 2,
+                               "num_attention_heads": 4, "vocab_size": 100}))
+    with pytest.raises(shapes.PlanError) as e:  # the planner reads the same rule (the page's plan panel)
+        shapes.read_model(tmp_path / "model")
+    assert "hidden_size" in e.value.args[0]
+    cfg.write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "model" / "tokenizer_config.json").write_text('{"model_max_length": Infinity}')
+    assert "tokenizer_config.json" in errors(job)["model_name_or_path"]
+    (tmp_path / "model" / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000000019884624838656}')
+    assert errors(job) == {}  # transformers' own "no limit" is a finite number
+
+
+def test_a_deepspeed_json_is_checked_by_deepspeeds_own_config_model(job, tmp_path, monkeypatch):
+    """"stage": 7 failed on rank 0 with pydantic's ValidationError; now DeepSpeed's own models answer before launch,
+    in a child process (the web server never imports torch), once per content."""
+    from zeroboard.job import dscheck, presets
+
+    cfg = tmp_path / "ds.json"
+    job.deepspeed = str(cfg)
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 7}}))
+    msg = errors(job)["deepspeed"]
+    assert "DeepSpeed refuses ds.json: zero_optimization.stage" in msg and "(got 7)" in msg
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 2}, "fp16": {"enabled": "auto", "loss_scale_window": "x"}}))
+    assert "DeepSpeedFP16Config.loss_scale_window" in errors(job)["deepspeed"]  # past ZeRO: the whole config model
+    for stage, offload in (("2", False), ("2", True), ("3", False), ("3", True)):  # what the Trainer fills stands in
+        assert dscheck.check(presets.preset(stage, offload)) == (None, None), (stage, offload)
+    calls = []
+    monkeypatch.setattr(dscheck.subprocess, "Popen", lambda *a, **k: calls.append(a) or pytest.fail("asked again"))
+    assert dscheck.check(presets.preset("3", True)) == (None, None) and not calls  # kept by content
+    monkeypatch.setattr(dscheck.modelinfo, "version", lambda dist: None)
+    refused, note = dscheck.check({"zero_optimization": {"stage": 2}})
+    assert refused is None and "not checked" in note
+    stood = dscheck.stand_ins({"train_batch_size": 64, "gradient_clipping": "auto", "zero_optimization": {
+        "stage": 3, "reduce_bucket_size": "auto", "stage3_max_live_parameters": "auto"}, "bf16": {"enabled": "auto"}})
+    assert stood["train_batch_size"] == 1 and stood["gradient_clipping"] == 1.0 and stood["bf16"] == {"enabled": False}
+    assert stood["zero_optimization"] == {"stage": 3, "stage3_max_live_parameters": "auto"}  # not the Trainer's to fill

@@ -6,6 +6,7 @@ path the web server and the checks before launch use.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -93,13 +94,17 @@ def test_bad_data_names_the_file_the_record_and_the_fix(data, tmp_path):
     (d / "dataset_info.json").write_text(json.dumps({"no_tags": {"file_name": "c.json", "formatting": "sharegpt",
                                                                  "columns": {"messages": "chat"},
                                                                  "tags": {"role_tag": "speaker", "content_tag": "text"}}}))
-    with pytest.raises(DataError) as e:  # the keys are right, the speakers' names not yet
-        first_chats("no_tags", d)
-    assert "c.json record 0" in e.value.args[0] and "'asker'" in e.value.args[0] and "tags" in e.value.args[0]
+    # the keys are right, the speakers' names not yet: each record is skipped, as LLaMA-Factory skips it, and with
+    # every record skipped the job is refused, naming the first and why
+    skipped: list = []
+    assert convert.chats(info.resolve("no_tags", d), records.head(info.resolve("no_tags", d), 3), skipped=skipped) == []
+    assert [i for i, _ in skipped] == [0, 1, 2] and "'asker'" in skipped[0][1] and "tags" in skipped[0][1]
+    job = spec.JobSpec(dataset_dir=str(d), dataset=["no_tags"], output_dir=str(tmp_path / "out"))
+    msg = checks.validate(job, []).errors["dataset"]
+    assert "c.json record 0" in msg and "'asker'" in msg and "6 skipped" in msg
     (d / "dataset_info.json").write_text(json.dumps({"no_cols": {"file_name": "a.json"}}))
-    with pytest.raises(DataError) as e:
-        first_chats("no_cols", d)
-    assert "a.json record 0" in e.value.args[0] and "no answer" in e.value.args[0] and "columns" in e.value.args[0]
+    msg = checks.validate(dataclasses.replace(job, dataset=["no_cols"]), []).errors["dataset"]
+    assert "a.json record 0" in msg and "no response" in msg and "columns.response" in msg
 
 
 def test_unknown_keys_are_named_in_a_warning(tmp_path):
@@ -184,3 +189,81 @@ def test_the_running_web_server_maps_no_arrow_library(tmp_path):
     finally:
         stop_server(proc)
     assert "libarrow" not in maps and "/pyarrow/" not in maps and "libtorch" not in maps
+
+
+# --- issue 31: records read within the job's limits ------------------------------------------------------------------
+
+GOOD = {"instruction": "Say hi.", "input": "", "output": "Hi!"}
+
+
+def words_zh(msg) -> str:
+    from zeroboard.words import tr
+
+    return tr(msg, "zh")
+
+
+def scanned_error(path: Path, **sizes) -> str:
+    from zeroboard.data import scan
+
+    src = info.resolve(str(path), path.parent)
+    return scan.scan(src, records.Sizes(**sizes) if sizes else records.DEFAULT).error
+
+
+def test_a_csv_cell_or_a_record_past_its_limit_is_refused_naming_the_file_the_record_and_the_field(tmp_path):
+    """csv's own limit (128 KiB a field) raised a bare _csv.Error; the limits are now the job's fields."""
+    big = tmp_path / "big.csv"
+    big.write_text("instruction,input,output\nSay hi.,,Hi!\n\"" + "a" * 10_000_000 + "\",,yes\n")
+    error = scanned_error(big)
+    assert str(big) in error and "record 1 (line 3)" in error and "10,000,000 bytes" in error
+    assert "max_cell_bytes (4,194,304 bytes)" in error and "max_cell_bytes" in words_zh(error)
+    assert scanned_error(big, cell=16 << 20) is None  # raised: read
+    wide = tmp_path / "wide.csv"
+    wide.write_text("instruction,input,output\n" + ",".join(["w" * 3000] * 3) + "\n")
+    assert "max_record_bytes (4,096 bytes)" in scanned_error(wide, record=4096)
+    lines = tmp_path / "long.jsonl"
+    lines.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "input": "é" * 1500}) + "\n")  # 3,000+ bytes
+    error = scanned_error(lines, record=2048)
+    assert "record 1 (line 2)" in error and "max_record_bytes (2,048 bytes)" in error
+    listed = tmp_path / "long.json"
+    listed.write_text(json.dumps([GOOD, {**GOOD, "input": "i" * 200_000}, GOOD]))
+    assert "record 1 is larger than max_record_bytes (65,536 bytes)" in scanned_error(listed, record=65536)
+    assert scanned_error(listed) is None
+    assert records.head(info.resolve(str(big), tmp_path), 1) == [{"instruction": "Say hi.", "input": "", "output": "Hi!"}]
+    with pytest.raises(DataError) as e:
+        records.head(info.resolve(str(big), tmp_path), 5)
+    assert "max_cell_bytes" in e.value.args[0]
+
+
+def test_a_record_past_the_limit_is_never_read_whole(tmp_path):
+    """A 64 MB line with a 1 MiB limit: the reader stops at the limit (memory stays near it), not at the line's end."""
+    import tracemalloc
+
+    path = tmp_path / "one.jsonl"
+    with path.open("w") as fh:
+        fh.write('{"instruction": "' + "x" * (64 << 20) + '"}\n')
+    tracemalloc.start()
+    error = scanned_error(path, record=1 << 20)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "record 0 (line 1)" in error and peak < 16 << 20, peak
+
+
+def test_the_trainer_skips_a_record_past_the_limits_as_the_checks_refuse_it():
+    big = {"instruction": "q", "output": "a" * 5000}
+    assert records.size_problem(big, "json", records.Sizes(record=4096), 7).key == "data.skipped_record"
+    assert records.size_problem(big, "csv", records.Sizes(cell=4096), 7).key == "data.skipped_cell"
+    assert records.size_problem({"messages": [{"content": "é" * 1500}]}, "json", records.Sizes(record=2048), 0) is not None
+    assert records.size_problem(GOOD, "csv", records.Sizes(cell=1024, record=1024), 0) is None
+
+
+def test_special_files_in_place_of_data_are_named_by_kind(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "x.json")
+    with pytest.raises(DataError) as e:
+        info.resolve(str(tmp_path / "x.json"), tmp_path)
+    assert "FIFO" in e.value.args[0]
+    os.mkfifo(tmp_path / "dataset_info.json")
+    with pytest.raises(DataError) as e:
+        info.resolve("x", tmp_path)
+    assert "dataset_info.json was not read" in e.value.args[0] and "FIFO" in e.value.args[0]

@@ -39,7 +39,16 @@ def setting(tmp_path, monkeypatch):
 def test_every_row_of_the_table_trains_from_the_command_line(setting, tmp_path):
     data, index = setting
     out = tmp_path / "run"
-    sets = {"output_dir": out, "dataset_dir": data, "dataset": ",".join(lf.TABLE), "template": "chatml", "val_size": 6,
+    # beside the table, records LLaMA-Factory skips (turns out of order) and keeps (an empty answer): the run skips
+    # and counts the first, trains the second, and its data event names the first skipped
+    turns = [{"from": "human", "value": "Say hi."}, {"from": "gpt", "value": "Hi."}]
+    (data / "skips.json").write_text(json.dumps([{"conversations": turns}, {"conversations": turns[:1] + turns[:1]},
+                                                 {"conversations": [turns[0], {"from": "gpt", "value": ""}]}]))
+    info = json.loads((data / "dataset_info.json").read_text())
+    (data / "dataset_info.json").write_text(json.dumps({**info, "skips": {"file_name": "skips.json",
+                                                                          "formatting": "sharegpt"}}))
+    sets = {"output_dir": out, "dataset_dir": data, "dataset": ",".join([*lf.TABLE, "skips"]), "template": "chatml",
+            "val_size": 6,
             "eval_steps": 3, "max_steps": 6, "logging_steps": 3, "packing": "true", "cutoff_len": 96}
     done = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml",
                            *[f"--set={k}={v}" for k, v in sets.items()]], cwd=REPO, capture_output=True, text=True,
@@ -48,14 +57,16 @@ def test_every_row_of_the_table_trains_from_the_command_line(setting, tmp_path):
     evs = record.read_events(out / record.EVENTS_FILE)
     data_events = sorted((e for e in evs if e["event"] == "data"), key=lambda e: e["rank"])
     assert [(e["rank"], e["built"]) for e in data_events] == [(0, True), (1, False)]  # rank 1 read rank 0's cache
-    assert all((e["samples"], e["eval_samples"]) == (45, 6) for e in data_events)
+    assert all((e["samples"], e["eval_samples"], e["skipped"]) == (47, 6, 1) for e in data_events)
+    assert data_events[0]["first_skipped"]["source"] == "skips" and data_events[0]["first_skipped"]["record"] == 1
+    assert data_events[0]["first_skipped"]["message"]["key"] == "data.skip_same_role"
     evals = [e for e in evs if e["event"] == "eval"]
     assert [e["step"] for e in evals] == [3, 6] and all(e["eval_loss"] > 0 for e in evals)
     result = json.loads((out / record.RESULT_FILE).read_text())
     assert result["eval_loss"] == evals[-1]["eval_loss"] and result["template"] == "chatml"
     assert result["added_tokens"] == ["<|im_start|>", "<|im_end|>"]
     log = (out / record.TRAIN_LOG).read_text()
-    assert "added special tokens <|im_start|>, <|im_end|>" in log and "of 45 samples packed into" in log
+    assert "added special tokens <|im_start|>, <|im_end|>" in log and "of 47 samples packed into" in log
     assert json.loads((out / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>"
 
 

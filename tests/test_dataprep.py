@@ -98,15 +98,30 @@ def test_val_size_and_eval_dataset(data):
     assert (len(e.train), len(e.eval), e.eval_info["samples"]) == (12, 9, 9)
 
 
-def test_bad_records_past_the_checked_ones_are_skipped_and_named(tmp_path):
+def test_records_llamafactory_skips_are_skipped_and_named_and_an_empty_answer_is_trained(tmp_path):
     recs = [{"instruction": f"q{i}", "output": f"a{i}"} for i in range(80)]
-    recs[70]["output"] = ""
-    recs[75] = {"instruction": "q", "input": "", "answer": "wrong column"}
+    recs[70]["output"] = ""  # trained as LLaMA-Factory trains it: the end of the answer only
+    recs[75] = {"instruction": "q", "input": "", "answer": "wrong column"}  # no response: skipped
     (tmp_path / "d.json").write_text(json.dumps(recs))
-    p = dataprep.prepare(spec.JobSpec(dataset_dir=str(tmp_path), dataset=[str(tmp_path / "d.json")]), tok())
-    assert (p.info["samples"], p.info["skipped"]) == (78, 2)
-    assert [(x["record"], x["message"]["key"]) for x in p.info["problems"]] == [(70, "data.no_answer_here"),
-                                                                               (75, "data.no_answer_here")]
+    tk = tok()
+    p = dataprep.prepare(spec.JobSpec(dataset_dir=str(tmp_path), dataset=[str(tmp_path / "d.json")]), tk)
+    assert (p.info["samples"], p.info["skipped"]) == (79, 1)
+    assert [(x["record"], x["message"]["key"]) for x in p.info["problems"]] == [(75, "data.skip_no_response")]
+    empty = next(r for r in p.full if r["record"] == 70)
+    learned = [i for i, label in zip(empty["input_ids"], empty["labels"]) if label != -100]
+    assert learned and tk.decode(learned).strip() == tk.eos_token  # the template's end of the answer, learned
+
+
+def test_a_record_past_max_record_bytes_is_skipped_and_named_by_the_trainer(tmp_path):
+    """The checks refuse such a file before launch; the trainer reads the same limit (a file changed since, a hub
+    dataset the checks do not read): the record is skipped and named, never tokenized."""
+    recs = [{"instruction": f"q{i}", "output": f"a{i}"} for i in range(20)]
+    recs[5]["output"] = "long " * 1000
+    (tmp_path / "d.json").write_text(json.dumps(recs))
+    job = spec.JobSpec(dataset_dir=str(tmp_path), dataset=[str(tmp_path / "d.json")], max_record_bytes=2048)
+    p = dataprep.prepare(job, tok())
+    assert (p.info["samples"], p.info["skipped"]) == (19, 1)
+    assert [(x["record"], x["message"]["key"]) for x in p.info["problems"]] == [(5, "data.skipped_record")]
 
 
 def test_the_cutoff_statistics(data):

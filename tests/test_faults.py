@@ -2,7 +2,9 @@
 starting at once, the password over real HTTP; and what a run must keep: seeds that repeat, a ZeRO-3 run without
 16-bit gathering that still ends finished, "save and stop".
 
-Each fault ends with the run's true status recorded, no process left, and the page still serving.
+Each fault ends with the run's true status recorded, no process left, and the page still serving.  Where the fault
+is the supervisor's to handle (a full disk, a killed supervisor, two starts at once), the ranks run the stand-in
+trainer (helpers.standin_env); where it is the trainer's (its saves, its seeds, its ZeRO-3 result), the real one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -19,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server, stop_server, wait_until
-from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
+from helpers import standin_env, start_server, stop_server, wait_until
+from test_runner import assert_nothing_left, ended, first_log_event, prepared_for, standin_for
+from zeroboard.cli import main as cli_main
 from zeroboard.job import command, folders, record, spec
 from zeroboard.job.registry import Registry
 from zeroboard.outputs.inspect import inspect
@@ -56,19 +60,31 @@ def fill(disk: Path) -> None:
             pass
 
 
-def test_a_disk_filling_mid_run_fails_that_run_with_the_reason_and_the_page_keeps_serving(tmp_path, index, small_disk):
+def test_a_disk_filling_mid_run_fails_that_run_with_the_reason_and_the_page_keeps_serving(tmp_path, index, small_disk,
+                                                                                          monkeypatch, capsys):
     mgr = runner.JobManager(index=index, grace_s=10)
-    st = mgr.start(prepared_for(small_disk / "run", max_steps=5000, logging_steps=1))
+    st = mgr.start(standin_for(small_disk / "run", max_steps=5000, logging_steps=1))
     first_log_event(st.run_dir)
     fill(small_disk)
     st = ended(mgr, st.run_dir, 120)
     assert st.status == "failed", st.message
     assert "No space left on device" in st.message or "full" in st.message, st.message
     assert_nothing_left(st)
+    # every record says so while the disk is still full: the run's own state.json (written into the room its
+    # supervisor set aside), the index, `zeroboard runs --json`
+    assert shutil.disk_usage(small_disk).free < 1 << 20
+    own = read_state(st.run_dir)
+    assert own.status == "failed" and own.message == st.message, own.message
+    assert not (Path(st.run_dir) / record.STATE_RESERVE).exists()
+    assert Registry(index).entry(st.run_dir)["outcome"]["message"] == own.to_json()["message"]
+    monkeypatch.setenv("ZEROBOARD_RUNS_INDEX", str(index))
+    assert cli_main(["runs", "--json"]) == 0
+    listed = [r for r in json.loads(capsys.readouterr().out) if r["run_dir"] == st.run_dir]
+    assert [(r["status"], r["message"]) for r in listed] == [("failed", str(st.message))]
     # the page still serves: a snapshot of that run, and a new job on the healthy disk starts
     snap = Live(mgr).snapshot(st.run_dir)
     assert snap.status == "failed" and "space" in snap.final_md.lower()
-    other = mgr.start(prepared_for(tmp_path / "healthy", max_steps=3))
+    other = mgr.start(standin_for(tmp_path / "healthy", max_steps=3))
     assert ended(mgr, other.run_dir).status == "finished"
     (small_disk / "filler.bin").unlink()  # space freed: the recorded reason stays
     assert "space" in str(mgr.state(st.run_dir).message).lower()
@@ -124,7 +140,7 @@ def test_a_save_cut_short_is_never_offered_and_resume_takes_the_last_whole_check
 
 def test_a_killed_supervisor_still_gets_the_runs_true_status_recorded(tmp_path, index):
     mgr = runner.JobManager(index=index)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=30))
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=60))
     first_log_event(st.run_dir)
     os.kill(st.supervisor_pid, signal.SIGKILL)
     st = ended(mgr, st.run_dir)  # the job runs on alone and finishes
@@ -134,7 +150,9 @@ def test_a_killed_supervisor_still_gets_the_runs_true_status_recorded(tmp_path, 
     assert_nothing_left(st)
 
 
-def test_two_sessions_starting_at_once_start_one_job(tmp_path, index):
+def test_two_sessions_starting_at_once_start_one_job(tmp_path, index, monkeypatch):
+    for k, v in standin_env().items():  # the page's Start builds the command: the stand-in comes with the environment
+        monkeypatch.setenv(k, v)
     mgr_a, mgr_b = runner.JobManager(index=index), runner.JobManager(index=index)  # two sessions (or two servers)
     job = spec.load_yaml(REPO / "examples" / "demo.yaml")
     results, barrier = {}, threading.Barrier(2)

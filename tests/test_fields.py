@@ -7,9 +7,10 @@ where the type cannot give one that works -- and what it changed is observed, ag
   ``training_arguments``, in this process on CPU (no training): a TrainingArguments attribute that differs;
 - launch: the command's argv but for the field's own flag, its environment and the DeepSpeed JSON it names, on
   CPU processes and on four fake GPUs;
-- data, model, run: whether the trainer's data preparation (template + tokenized sets), its model set-up (speed-ups,
-  dtype, model and adapters) and its own steps (resume, the tracker) read the field, recorded by watching attribute
-  reads of the job (as ``webui.handlers.plan_fields`` learns what the planner reads).
+- data, model, run, watch: whether the trainer's data preparation (template + tokenized sets), its model set-up
+  (speed-ups, dtype, model and adapters), its own steps (resume, the tracker) and the run's supervisor (what its
+  watch over the run is given) read the field, recorded by watching attribute reads of the job (as
+  ``webui.handlers.plan_fields`` learns what the planner reads).
 
 Each field's definition declares where it goes (``to=`` in ``job/spec.py``); the declaration must be what is
 observed, and the trainer's arguments are generated from it: removing a field's mapping makes it reach nothing.
@@ -81,6 +82,7 @@ def table(tmp_path_factory, demo):
         "extra_args": {"adam_beta2": 0.95},
         "liger_kernel": "off",  # auto turns the kernels on where they work (a GPU with Liger, as simulated here)
         "eval_steps": Try(3, {"val_size": 0.1}),  # evaluation steps with an evaluation set to step through
+        "interleave_probs": Try([0.25, 0.75], {"mix_strategy": "interleave_under"}),  # the demo's two datasets
         "offload": Try(True, {"deepspeed_stage": "2"}),  # what offload moves depends on the stage; without one, nothing
         "pure_bf16": Try(True, {"precision": "bf16"}),  # bf16 weights need bf16 compute
         "node_rank": Try(1, {"num_nodes": 2}),
@@ -193,11 +195,12 @@ def reads(demo, one_process, tmp_path_factory) -> dict[str, set[str]]:
     evaluation set from val_size) and its full fine-tuning: every branch that reads a field is taken."""
     from transformers import AutoTokenizer
 
+    from zeroboard.runs import stall
     from zeroboard.training import speedups, trackers, train
 
     out = tmp_path_factory.mktemp("run")
     base = trainer_job(spec.JobSpec(output_dir=str(out), val_size=0.1, max_steps=1, resume=True))
-    seen: dict[str, set[str]] = {"data": set(), "model": set(), "run": set()}
+    seen: dict[str, set[str]] = {"data": set(), "model": set(), "run": set(), "watch": set()}
     tokenizer = AutoTokenizer.from_pretrained(base.model_name_or_path)
     job = recording(base, seen["data"])
     train.use_template(job, tokenizer)
@@ -210,6 +213,7 @@ def reads(demo, one_process, tmp_path_factory) -> dict[str, set[str]]:
     job = recording(base, seen["run"])
     train.resume_checkpoint(job)
     trackers.start(job)
+    stall.settings(recording(base, seen["watch"]))  # what the supervisor's launch.json gets
     return seen
 
 

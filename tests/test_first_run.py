@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium, start_server, stop_jobs, stop_server, wait_until
+from helpers import start_server, stop_jobs, stop_server, wait_until
 from test_browser import RUN_S, UI_S, choose, fill, status
 from zeroboard.job import command, presets
 from zeroboard.runs.state import JobState
@@ -37,12 +37,84 @@ def test_a_job_loads_the_communication_op_on_cpu_and_cpu_adam_with_offload():
 
 
 def test_build_ops_uses_the_jobs_own_arch_list(monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "/opt/torch-extensions")  # the user's (the image's) folder: kept as it is
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;8.0")
     assert command.arch_env() == {"TORCH_CUDA_ARCH_LIST": "9.0;8.0"}
     assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda", **command.arch_env()}
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda"}  # named: without a visible GPU DeepSpeed would pick its CPU ops
     assert ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+
+
+# --- where the ops are built: one folder per Python environment ---------------------------------------------------
+
+def test_each_python_environment_has_an_ops_folder_of_its_own_and_the_users_folder_wins(tmp_path, monkeypatch):
+    """torch's extension folder is one per user: two environments rebuilt each other's ops in turn (160 s a start on
+    two cores).  Each gets its own, keyed by its resolved folder and its Python, torch and DeepSpeed versions."""
+    from zeroboard.job import modelinfo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a, b = tmp_path / "venv-a", tmp_path / "venv-b"
+    a.mkdir()
+    b.mkdir()
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / ".venv").symlink_to(a)  # a worktree whose .venv links to another's
+    folder_a, folder_b = ops.extensions_dir(a), ops.extensions_dir(b)
+    assert folder_a != folder_b and folder_a.parent == folder_b.parent == tmp_path / "cache" / "torch_extensions"
+    assert ops.extensions_dir(tmp_path / "checkout" / ".venv") == folder_a  # the same environment: its builds shared
+    versions = f"py{sys.version_info.major}{sys.version_info.minor}-torch{modelinfo.version('torch')}" \
+               f"-ds{modelinfo.version('deepspeed')}"
+    assert folder_a.name.startswith(f"zeroboard-{versions}-")
+    real = modelinfo.version
+    monkeypatch.setattr(modelinfo, "version", lambda dist: "0.99.0" if dist == "deepspeed" else real(dist))
+    assert ops.extensions_dir(a) not in (folder_a, folder_b)  # DeepSpeed upgraded in place: a folder of its own
+    monkeypatch.setattr(modelinfo, "version", real)
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    mine = {"TORCH_EXTENSIONS_DIR": str(ops.extensions_dir())}
+    assert ops.extensions_env() == mine and ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
+                                                                   **mine}
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "theirs"))
+    assert ops.extensions_env() == {} and "TORCH_EXTENSIONS_DIR" not in ops.job_env("cuda")
+
+
+PROBE = """
+from types import SimpleNamespace
+from zeroboard.training import ops
+for_build_ops = {**ops.job_env('cpu')}.get('TORCH_EXTENSIONS_DIR')  # what build-ops gives the builders it starts
+ops.load_for_job('cpu', None, print)  # what each rank of a job does before DeepSpeed loads an op
+print(for_build_ops or '-', ops.build_folder(SimpleNamespace(name='deepspeed_shm_comm')).parent)
+"""
+
+
+def test_a_jobs_ranks_and_build_ops_agree_on_the_folder_and_another_venv_gets_its_own(tmp_path):
+    """Real interpreters: the shared .venv and a second venv made here (the same packages, through a .pth file)."""
+    import site
+    import sysconfig
+
+    other = tmp_path / "other-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True, timeout=120)
+    purelib = Path(subprocess.run([other / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    shared = [sysconfig.get_path("purelib"), *site.getsitepackages()]
+    (purelib / "shared-venv.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in dict.fromkeys(shared)))
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_EXTENSIONS_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+
+    def folders(python, **more) -> tuple[str, str]:
+        """(the folder build-ops gives its builders, the one torch builds in for a job's rank) in that interpreter"""
+        p = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=300, env={**env, **more})
+        assert p.returncode == 0, p.stderr[-2000:]
+        build_ops, job = p.stdout.split()[-2:]
+        return build_ops, job
+
+    here = folders(sys.executable)
+    there = folders(other / "bin" / "python")
+    assert here[0] == here[1] == str(tmp_path / "cache" / "torch_extensions" / ops.extensions_dir(sys.prefix).name)
+    assert there[0] == there[1] and there[0] != here[0]
+    assert Path(there[0]).parent == Path(here[0]).parent == tmp_path / "cache" / "torch_extensions"
+    theirs = str(tmp_path / "theirs")  # a folder the user set wins in both (the container image sets one)
+    assert folders(other / "bin" / "python", TORCH_EXTENSIONS_DIR=theirs) == ("-", theirs)
 
 
 def test_build_ops_for_cuda_builds_cuda_ops_where_no_gpu_is_seen():
@@ -85,7 +157,7 @@ def _events(out: Path) -> list[dict]:
 
 @pytest.mark.browser
 @pytest.mark.e2e
-def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path):
+def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reuses_the_build(tmp_path, browser):
     extensions = tmp_path / "torch_extensions"  # nothing compiled yet: a fresh machine, as far as DeepSpeed knows
     extensions.mkdir()
     port = command.free_port()
@@ -93,32 +165,31 @@ def test_a_first_run_shows_its_compile_phase_survives_an_abort_and_build_ops_reu
     server = start_server(port, tmp_path / "runs.json", tmp_path / "server.log", env=env)
     stopped, first = tmp_path / "stopped", tmp_path / "first"
     try:
-        with chromium() as browser:
-            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-            pg.set_default_timeout(UI_S)
-            pg.goto(f"http://127.0.0.1:{port}/?lang=zh")
-            pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
-            choose(pg, "deepspeed_stage", "2")
-            fill(pg, "max_steps", 10)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(UI_S)
+        pg.goto(f"http://127.0.0.1:{port}/?lang=zh")
+        pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+        choose(pg, "deepspeed_stage", "2")
+        fill(pg, "max_steps", 10)
 
-            # 开始, then 中断 while the op compiles: the compile's build lock is left behind
-            fill(pg, "output_dir", stopped)
-            pg.locator("#zb-start").click()
-            phase = pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
-            assert "正在编译 DeepSpeed 算子 deepspeed_shm_comm(仅首次)" in phase.inner_text(), phase.inner_text()
-            pg.locator("#zb-abort").click()
-            wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")
-            assert (extensions / "deepspeed_shm_comm" / "lock").exists()
+        # 开始, then 中断 while the op compiles: the compile's build lock is left behind
+        fill(pg, "output_dir", stopped)
+        pg.locator("#zb-start").click()
+        phase = pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+        assert "正在编译 DeepSpeed 算子 deepspeed_shm_comm(仅首次)" in phase.inner_text(), phase.inner_text()
+        pg.locator("#zb-abort").click()
+        wait_until(lambda: status(pg) == "aborted", 120, "the aborted status")
+        assert (extensions / "deepspeed_shm_comm" / "lock").exists()
 
-            # the next run removes that stale lock (torch alone would wait on it forever), compiles and trains
-            box = pg.locator("#zb-output_dir input, #zb-output_dir textarea").first
-            wait_until(box.is_editable, 30, "the form to be editable")
-            fill(pg, "output_dir", first)
-            pg.locator("#zb-start").click()
-            pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
-            wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
-            assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
-            browser.close()
+        # the next run removes that stale lock (torch alone would wait on it forever), compiles and trains
+        box = pg.locator("#zb-output_dir input, #zb-output_dir textarea").first
+        wait_until(box.is_editable, 30, "the form to be editable")
+        fill(pg, "output_dir", first)
+        pg.locator("#zb-start").click()
+        pg.wait_for_selector("#zb-progress .zb-progress[data-phase='compile']", timeout=120_000)
+        wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "the run to end")
+        assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
+        pg.close()
     finally:
         stop_jobs(tmp_path / "runs.json")
         stop_server(server)

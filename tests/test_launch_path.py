@@ -2,7 +2,9 @@
 
 A CLI job and a page job never share devices or a folder (each combination is
 refused with the running job named); Ctrl-C, SIGTERM and SIGHUP to
-``zeroboard train`` stop the job as Abort does and leave no process.
+``zeroboard train`` stop the job as Abort does and leave no process.  The ranks run the stand-in trainer
+(helpers.standin_env): what is tested is the launch path around them; the real trainer's own runs through
+``zeroboard train`` are in test_train_e2e.py.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_until
-from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
+from helpers import standin_env, wait_until
+from test_runner import assert_nothing_left, ended, first_log_event, standin_for
 from zeroboard.job import record
 from zeroboard.job.registry import Registry
 from zeroboard.runs import manager as runner
@@ -26,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(index: Path, *args: str, background: bool = False):
-    """``zeroboard ARGS`` as a user runs it, with this test's runs index."""
-    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index), "PYTHONUNBUFFERED": "1"}
+    """``zeroboard ARGS`` as a user runs it, with this test's runs index (its jobs' ranks: the stand-in trainer)."""
+    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index), "PYTHONUNBUFFERED": "1", **standin_env()}
     argv = [sys.executable, "-m", "zeroboard.cli", *args]
     if background:
         return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -70,7 +72,7 @@ def test_cli_and_page_jobs_never_share_devices_or_a_folder(tmp_path, index):
     mgr = runner.JobManager(index=index)
     # page after CLI: the devices are in use, the running job is named
     with pytest.raises(runner.Busy) as busy:
-        mgr.start(prepared_for(tmp_path / "page"))
+        mgr.start(standin_for(tmp_path / "page"))
     assert named in str(busy.value)
     # CLI after CLI: into the running job's folder, and onto its devices
     same = cli(index, *train_args(first, 5))
@@ -87,7 +89,7 @@ def test_cli_and_page_jobs_never_share_devices_or_a_folder(tmp_path, index):
     assert st.status == "aborted" and st.leftover == []
     assert_nothing_left(st)
     # CLI after page: refused with the page's job named; `zeroboard stop` stops it from the terminal
-    page = mgr.start(prepared_for(tmp_path / "page", max_steps=5000))
+    page = mgr.start(standin_for(tmp_path / "page", max_steps=5000))
     refused = cli(index, *train_args(tmp_path / "third", 5))
     assert refused.returncode == 3 and page.run_dir in refused.stderr
     stopped = cli(index, "stop", page.run_dir)

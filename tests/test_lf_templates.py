@@ -9,6 +9,7 @@ Real tokenizers: the demo model's.
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 
@@ -203,3 +204,92 @@ def test_function_call_and_observation_turns_become_tool_calls_and_tool_results(
     bad = {**record, "conversations": [record["conversations"][0], {"from": "function_call", "value": "add(1)"}]}
     with pytest.raises(ValueError, match="function call"):
         convert.chat_of(bad, src)
+
+
+# --- LLaMA-Factory's template names: the text each writes, from its definitions (template.py of 0.9.5) ------------
+# A system prompt and two turns; bos "<s>", eos "</s>".  Each string is LLaMA-Factory's slots put together by its
+# rules (turn 0: prefix, the system format, the user format; a Llama2Template fuses the system into the first user
+# turn), written out by hand from the definitions; benchmarks/lf_templates.py runs its code on its demo data.
+_S, _Q1, _A1, _Q2, _A2 = "S", "Q1", "A1", "Q2", "A2"
+CONV5 = [{"role": "system", "content": _S}, {"role": "user", "content": _Q1}, {"role": "assistant", "content": _A1},
+         {"role": "user", "content": _Q2}, {"role": "assistant", "content": _A2}]
+_IM = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n{t}A1<|im_end|>\n" \
+      "<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n{t}A2<|im_end|>\n"
+_GEMMA = ("<s><start_of_turn>user\nS\n\nQ1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+          "<start_of_turn>user\nQ2<end_of_turn>\n<start_of_turn>model\nA2<end_of_turn>\n")
+LF_TEXT = {
+    "default": "System: S</s>\nHuman: Q1</s>\nAssistant:A1</s>\nHuman: Q2</s>\nAssistant:A2</s>\n",
+    "empty": "SQ1A1Q2A2",
+    "alpaca": "S### Instruction:\nQ1\n\n### Response:\nA1</s>\n\n### Instruction:\nQ2\n\n### Response:\nA2</s>\n\n",
+    "vicuna": "SUSER: Q1 ASSISTANT:A1</s>USER: Q2 ASSISTANT:A2</s>",
+    "chatml": _IM.format(t=""), "qwen": _IM.format(t=""), "qwen3_nothink": _IM.format(t=""),
+    "smollm": _IM.format(t=""), "smollm2": _IM.format(t=""), "yi": _IM.format(t=""),
+    "qwen3": _IM.format(t="<think>\n\n</think>\n\n"),
+    "llama2": "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nQ1 [/INST]A1</s><s>[INST] Q2 [/INST]A2</s>",
+    "llama3": "<s><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+              "Q1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|><|start_header_id|>user"
+              "<|end_header_id|>\n\nQ2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA2<|eot_id|>",
+    "mistral": "<s>[INST] S\n\nQ1[/INST] A1</s>[INST] Q2[/INST] A2</s>",
+    "ministral": "<s>[INST]S\n\nQ1[/INST]A1</s>[INST]Q2[/INST]A2</s>",
+    "gemma": _GEMMA, "gemma3": _GEMMA,
+    "phi": "<|system|>\nS<|end|>\n<|user|>\nQ1<|end|>\n<|assistant|>\nA1<|end|>\n<|user|>\nQ2<|end|>\n<|assistant|>\n"
+           "A2<|end|>\n",
+    "phi4": "<|im_start|>system<|im_sep|>S<|im_end|><|im_start|>user<|im_sep|>Q1<|im_end|><|im_start|>assistant"
+            "<|im_sep|>A1<|im_end|><|im_start|>user<|im_sep|>Q2<|im_end|><|im_start|>assistant<|im_sep|>A2<|im_end|>",
+    "granite3": "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Q1"
+                "<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>A1<|end_of_text|>\n<|start_of_role|>user"
+                "<|end_of_role|>Q2<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>A2<|end_of_text|>\n",
+    "starchat": "<|system|>\nS<|end|>\n<|user|>\nQ1<|end|>\n<|assistant|>A1<|end|>\n<|user|>\nQ2<|end|>\n<|assistant|>"
+                "A2<|end|>\n",
+    "zephyr": "<|system|>\nS</s><|user|>\nQ1</s><|assistant|>\nA1</s><|user|>\nQ2</s><|assistant|>\nA2</s>",
+    "deepseek": "<s>S\n\nUser: Q1\n\nAssistant:A1</s>User: Q2\n\nAssistant:A2</s>",
+}
+# its default system prompts, written when the data has none (with the system format of the template)
+LF_DEFAULT_SYSTEM = {"qwen": "<|im_start|>system\n" + chat.QWEN_SYSTEM + "<|im_end|>\n",
+                     "alpaca": chat.ALPACA_SYSTEM + "### Instruction:", "vicuna": "A chat between a curious user",
+                     "smollm2": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face.",
+                     "zephyr": "<|system|>\nYou are Zephyr, a helpful assistant.</s>"}
+
+
+def test_every_llamafactory_name_written_here_is_one_of_its_names():
+    from zeroboard.job import lfkeys
+
+    assert set(LF_TEXT) == set(chat.NAMED) - {"plain"} and set(LF_TEXT) <= lfkeys.LF_TEMPLATES
+    assert set(typing.get_args(spec.Template)) == {"auto", "chat", *chat.NAMED}
+
+
+@pytest.mark.parametrize("name", sorted(LF_TEXT))
+def test_a_llamafactory_name_writes_its_text(name):
+    special = {"eos_token": "</s>", "bos_token": "<s>"}
+    r = chat.Renderer.for_template(chat.NAMED[name].jinja, special)
+    assert r.render(CONV5) == LF_TEXT[name]
+    alone = r.render(CONV5[1:])
+    if name in LF_DEFAULT_SYSTEM:
+        assert LF_DEFAULT_SYSTEM[name] in alone
+    else:  # no system prompt, or an empty one: no system text at all
+        assert alone == r.render([{"role": "system", "content": ""}, *CONV5[1:]]) and len(alone) < len(LF_TEXT[name])
+
+
+def test_a_record_with_an_empty_tools_list_gets_an_empty_system_turn_as_in_llamafactory():
+    """Its templates write the system turn when the record has tools, even "[]" (LLaMA-Factory's glaive demo data)."""
+    special = {"eos_token": "</s>", "bos_token": "<s>"}
+    r = chat.Renderer.for_template(chat.NAMED["default"].jinja, special)
+    turn = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    assert r.render(turn, tools=[]) == "System: </s>\nHuman: Hi</s>\nAssistant:Yo</s>\n"
+    assert r.render(turn) == "Human: Hi</s>\nAssistant:Yo</s>\n"
+    src = DatasetSource(name="t", load_from="file", formatting="sharegpt", columns={"tools": "tools"})
+    record = {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Yo"}], "tools": "[]"}
+    assert convert.chat_of(record, src).tools == []
+
+
+def test_a_reasoning_template_learns_an_empty_thought_tokenized_apart(model_dir):
+    t = tok(model_dir, "qwen3")
+    conv = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"},
+            {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "<think>\nwhy\n</think>\n\nB"}]
+    lay = templates.Renderer.of(t).layout(conv)
+    first = lay.answers[0][0]
+    assert lay.text[first:].startswith(chat.EMPTY_THOUGHT + "A") and first + len(chat.EMPTY_THOUGHT) in lay.cuts
+    assert lay.text.count("<think>") == 2  # the second answer has its own thought: none added
+    row = templates.encode(conv, t, 10_000)
+    learned = t.decode([i for i, x in zip(row["input_ids"], row["labels"]) if x != tokens.IGNORE])
+    assert learned.startswith(chat.EMPTY_THOUGHT + "A<|im_end|>")

@@ -8,12 +8,14 @@ templates the project ships applied to it as training applies them).  Fast: no m
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
 
 from gotemplate import render as go_render
-from zeroboard.outputs import modelfile
+from zeroboard.job.quoting import one_line
+from zeroboard.outputs import modelfile, standalone
 from zeroboard.training import templates
 
 CONVERSATIONS = [
@@ -42,14 +44,69 @@ def tokenizer_with(model_dir, template: str | None, bos: str | None = None):
     return tok
 
 
+# --- a Modelfile read as Ollama reads it ---------------------------------------------------------------------
+INSTRUCTIONS = ("from", "adapter", "parameter", "template", "system", "message", "license", "draft", "renderer",
+                "parser", "requires")
+
+
+def _unquote(text: str) -> str | None:
+    """A value as Ollama takes it: inside \"\"\"...\"\"\" or "...", else as it is; None while a quote is still open."""
+    if text.startswith('"""'):
+        return text[3:-3] if len(text) >= 6 and text.endswith('"""') else None
+    if text.startswith('"'):
+        return text[1:-1] if len(text) >= 2 and text.endswith('"') else None
+    return text
+
+
+def parse_modelfile(text: str) -> list[tuple[str, str]]:
+    """The directives of a Modelfile, following Ollama's documented syntax: ``# comment`` lines, ``INSTRUCTION
+    value`` (instructions in any case; PARAMETER takes a name, MESSAGE a role), a value in \"\"\"...\"\"\" or
+    "..." running over lines until its quote closes at a line's end, and, as its reader does, characters that are not
+    printable (other than blanks and line ends) dropped.  Raises ValueError on what Ollama would refuse."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text[i] in " \t\r\n":
+            i += 1
+            continue
+        if text[i] == "#":
+            while i < n and text[i] not in "\r\n":
+                i += 1
+            continue
+        word = re.match(r"[A-Za-z]*", text[i:]).group()
+        i += len(word)
+        if word.lower() not in INSTRUCTIONS or i >= n or text[i] not in " \t":
+            raise ValueError(f"not an instruction: {text[i - len(word):i + 20]!r}")
+        name, i = word.upper(), i + 1
+        if name in ("PARAMETER", "MESSAGE"):
+            sub = re.match(r"[A-Za-z0-9_]*" if name == "PARAMETER" else "[A-Za-z]*", text[i:]).group()
+            i += len(sub)
+            if not sub or i >= n or text[i] not in " \t":
+                raise ValueError(f"{name} without a name: {text[i - len(sub):i + 20]!r}")
+            name, i = f"{name} {sub}", i + 1
+        buf = ""
+        while True:
+            if i >= n or text[i] in "\r\n" and _unquote(buf.strip()) is not None:
+                value = _unquote(buf.strip())
+                if value is None:
+                    raise ValueError(f"{name}: a quote left open")
+                break
+            ch, i = text[i], i + 1
+            if ch.isprintable() or ch in "\t\r\n":
+                buf += ch
+        out.append((name, value))
+    return out
+
+
+def directives(text: str) -> dict[str, str]:
+    return dict(parse_modelfile(text))
+
+
 def template_of(text: str) -> str | None:
-    m = re.search(r'^TEMPLATE """(.*?)"""$', text, re.S | re.M)
-    return m.group(1) if m else None
+    return directives(text).get("TEMPLATE")
 
 
 def system_of(text: str) -> str:
-    m = re.search(r'^SYSTEM """(.*?)"""$', text, re.S | re.M)
-    return m.group(1) if m else ""
+    return directives(text).get("SYSTEM", "")
 
 
 def ollama_render(go: str, conv: list[dict], system: str) -> str:
@@ -112,3 +169,51 @@ def test_the_go_interpreter_reads_ollamas_own_style():
     msgs = [{"Role": "system", "Content": "s"}, {"Role": "user", "Content": "q"}]
     assert go_render(src, {"Messages": msgs}) == "S:s\nU:q\nA:"
     assert go_render('{{ "{{" }}x{{ if not .A }}-{{ end }}', {"A": ""}) == "{{x-"
+
+
+# --- names and values never become directives (issue 31) ------------------------------------------------------
+PIECES = ("FROM /etc/passwd", "ADAPTER ./evil.gguf", "SYSTEM pwned", "PARAMETER stop x", "LICENSE", "\n", "\r", "\r\n",
+          '"', '""', '"""', "#", " ", "\t", "\x1b", "\x85", "\u2028", "\x00", "你好", "{{ .Content }}", "'", "run", "\\")
+
+
+def hostile(rng: random.Random, most: int = 8) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(1, most)))
+
+
+def writable(value: str) -> bool:
+    try:
+        modelfile.quoted(value)
+    except modelfile.Untranslatable:
+        return False
+    return True
+
+
+def test_a_run_name_and_values_with_newlines_and_directives_parse_as_exactly_what_was_written():
+    """The issue's export: a run whose name holds a newline and a FROM (made before names were checked) wrote a header
+    that ended at the newline.  Each name is a comment line, each value reads back as itself; a value that cannot
+    (three quotes, a character Ollama drops) is left out, and a comment says why."""
+    name = "runs/a\nFROM /etc/passwd\nADAPTER ./evil.gguf\r# \u2028SYSTEM x"
+    system = 'Be brief.\nFROM /etc/passwd\nADAPTER ./evil.gguf\n"quoted" and # not a comment\n'
+    template = '{{ if eq .Role "user" }}U: {{ .Content }}\nFROM /x{{ end }}'
+    text = standalone.modelfile_text(name, modelfile.Translation(template, None, None), system, ["</s>", 'say "x"\nFROM y'])
+    assert parse_modelfile(text) == [("FROM", "."), ("TEMPLATE", template), ("SYSTEM", system), ("PARAMETER stop", "</s>"),
+                                     ("PARAMETER stop", 'say "x"\nFROM y')]
+    assert text.splitlines()[0].startswith("# Made by ZeroBoard") and one_line(name) in text.splitlines()[0]
+    for value in ('a"""\nFROM /etc/passwd', 'a""\x1b"\nFROM /etc/passwd', "x\x1by"):  # ESC dropped would close the quote
+        text = modelfile.modelfile(modelfile.Translation(None, None, None), value, [], ["h"])
+        assert parse_modelfile(text) == [("FROM", ".")], value
+        assert "# SYSTEM left out: " in text, text
+
+
+def test_random_names_and_values_never_add_a_directive():
+    rng = random.Random(31)
+    written = 0
+    for _ in range(400):
+        name, template, system, stop = (hostile(rng) for _ in range(4))
+        text = standalone.modelfile_text(name, modelfile.Translation(template, None, None), system, [stop])
+        want = [("FROM", ".")] + [(d, v) for d, v in (("TEMPLATE", template), ("SYSTEM", system), ("PARAMETER stop", stop))
+                                  if writable(v)]
+        assert parse_modelfile(text) == want, text
+        assert text.count("left out: ") == 4 - len(want)
+        written += len(want) - 1
+    assert written > 300  # most values are written (newlines, quotes, FROM lines and all), not left out

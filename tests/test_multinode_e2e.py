@@ -45,7 +45,10 @@ def test_two_nodes_train_the_demo_end_to_end(tmp_path):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)  # the jobs themselves are aborted by the autouse teardown
         outputs = [p.communicate(timeout=60)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)  # both nodes ran and ended
+    # both nodes ran and ended; else which one failed, how, and what each said (its own tail, its run's error events)
+    errors = [e for e in events.read_events(out / events.EVENTS_FILE) if e["event"] == "error"] if out.is_dir() else []
+    report = [f"node {i}: exit {p.returncode}\n{o[-2500:]}" for i, p in enumerate(procs) for o in [outputs[i]]]
+    assert [p.returncode for p in procs] == [0, 0], "\n\n".join(report + [f"error events: {errors}"])
     evs = events.read_events(out / events.EVENTS_FILE)
     start = next(e for e in evs if e["event"] == "start")
     assert start["world_size"] == 2 and sorted(d["rank"] for d in start["devices"]) == [0, 1]

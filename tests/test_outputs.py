@@ -1,16 +1,13 @@
 """After a run: inspect, consolidate a ZeRO-3 checkpoint, merge a LoRA adapter, reload and answer.
 
-The e2e tests train twice on 2 CPU processes (module fixtures, reused by every
-test): a ZeRO-3 full run that saves a checkpoint at its last step, and a LoRA
-run on the identity set long enough to learn it. The bad-input tests build
-their folders by hand and run in a blink.
+The e2e tests read two runs of the session's bank (tests/bank.py, trained once for the whole suite): a ZeRO-3
+full run that saves a checkpoint at its last step, and a LoRA run on the identity set long enough to learn it.
+The bad-input tests build their folders by hand and run in a blink.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,37 +24,15 @@ from zeroboard.outputs.inspect import OutputError, inspect
 e2e = pytest.mark.e2e
 
 
-def train(out: Path, *sets: str) -> Path:
-    flags = [f"--set={s}" for s in (f"output_dir={out}", *sets)]
-    p = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", *flags],
-                       capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return out
-
-
-def tied_demo_model(folder: Path) -> Path:
-    """The demo model with its output head tied to the embeddings (as Qwen2-0.5B, Gemma, GPT-2 have them)."""
-    import shutil
-
-    shutil.copytree("cache/demo/model", folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**cfg, "tie_word_embeddings": True}))
-    return folder
-
-
-@pytest.fixture(scope="module")
-def zero3_run(tmp_path_factory, demo) -> Path:
+@pytest.fixture()
+def zero3_run(bank) -> Path:
     """Full fine-tuning under ZeRO-3 of a model with tied embeddings, with a ZeRO checkpoint at step 10."""
-    base = tmp_path_factory.mktemp("z3")
-    model = tied_demo_model(base / "tied-model")
-    return train(base / "run", f"model_name_or_path={model}", "deepspeed_stage=3", "finetuning_type=full",
-                 "max_steps=10", "save_steps=10", "logging_steps=5", "learning_rate=0.001")
+    return bank.get("zero3_full_tied")
 
 
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("lora") / "run"
-    return train(out, "dataset=identity", "max_steps=100", "logging_steps=20")
+@pytest.fixture()
+def lora_run(bank) -> Path:
+    return bank.get("lora_identity")
 
 
 def snapshot(d: Path) -> dict[str, tuple[int, int]]:
@@ -70,7 +45,7 @@ def snapshot(d: Path) -> dict[str, tuple[int, int]]:
 def test_inspect_says_what_was_saved(zero3_run, lora_run):
     ins = inspect(zero3_run)
     kinds = {(Path(i.path).name, i.kind): i for i in ins.items}
-    assert kinds[("run", "full_model")].loadable
+    assert kinds[(zero3_run.name, "full_model")].loadable
     zero = kinds[("checkpoint-10", "zero_checkpoint")]
     assert zero.step == 10 and not zero.loadable and "consolidate" in zero.what
     assert not ins.problems

@@ -8,16 +8,17 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from helpers import owned_run, wait_until
-from test_runner import assert_nothing_left, ended, first_log_event, prepared_for
+from test_runner import assert_nothing_left, ended, first_log_event, prepared_for, standin_for
 from zeroboard.job import folders, record
 from zeroboard.job.registry import Registry
-from zeroboard.runs import manager as runner, processes
+from zeroboard.runs import housekeeping, manager as runner, processes
 from zeroboard.runs.state import JobState, hold_lock, read_state, settle, writer_gone
 
 
@@ -32,16 +33,18 @@ def test_a_claim_writes_the_marker_first_and_the_index_agrees(tmp_path):
     index = Registry(tmp_path / "runs.json")
     run = tmp_path / "a" / "b" / "run"
     with index.locked():
-        run_id, created = folders.claim(run, index)
+        claimed = folders.claim(run, index)
+        run_id, created = claimed.run_id, claimed.created
         index.add({"run_dir": str(run.resolve()), "run_id": run_id})
     assert [p.name for p in run.iterdir()] == [record.OWNER_FILE]  # nothing else was written before it
     mark = json.loads((run / record.OWNER_FILE).read_text())
-    assert mark["run_id"] == run_id and mark["folder"] == str(run.resolve())
+    assert mark["run_id"] == run_id and mark["folder"] == str(run.resolve()) and mark["made"] is True
     assert created == [run, run.parent, run.parent.parent]  # deepest first, for unclaim
+    assert claimed.fresh and claimed.foreign == []  # nothing there was not the run's
     own = folders.ownership(run, index)
     assert (own.kind, own.run_id, own.foreign) == ("owned", run_id, [])
     with index.locked():  # a second attempt in the same folder keeps its id
-        assert folders.claim(run, index)[0] == run_id
+        assert folders.claim(run, index).run_id == run_id
 
 
 @pytest.mark.parametrize("names", [{"README.md": "x"}, {record.COMMAND_FILE: "{}"}, {record.STATE_FILE: "{}"},
@@ -68,15 +71,108 @@ def test_a_marker_the_index_records_for_another_run_is_not_ownership(tmp_path):
     assert own.kind == "foreign" and folders.marker(run)["run_id"][:8] in str(own.why)
 
 
+def marked(d: Path, run_id: str = "1" * 32, files: dict[str, str] | None = None, **record_files: dict) -> Path:
+    """A folder holding a marker naming ``run_id`` and this very folder, the user's ``files``, and record files
+    (``state``, ``launch``) as given."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / record.OWNER_FILE).write_text(json.dumps({"run_id": run_id, "folder": str(d.resolve())}))
+    for name, text in (files or {}).items():
+        (d / name).write_text(text)
+    names = {"state": record.STATE_FILE, "launch": record.LAUNCH_FILE}
+    for kind, data in record_files.items():
+        (d / names[kind]).write_text(data if isinstance(data, str) else json.dumps(data))
+    return d
+
+
+def test_a_marker_without_its_runs_record_is_not_a_run_folder(tmp_path):
+    """The issue's folder: a marker naming this very folder beside a user's thesis, no state.json: foreign -- refused
+    as an output folder (naming the thesis, proposing a free name), refused for a claim, nothing written."""
+    from zeroboard.job import spec
+
+    d = marked(tmp_path / "thesis", files={"thesis.tex": "chapter 1\n"})
+    before = hashes(d)
+    index = Registry(tmp_path / "runs.json")
+    own = folders.ownership(d, index)
+    assert own.kind == "foreign" and "thesis.tex" in own.foreign and "no record of that run" in str(own.why)
+    job = spec.JobSpec(output_dir=str(d))
+    assert folders.output_problem(job, index)[0] == "output_dir"
+    assert "thesis.tex" in folders.output_problem(job, index)[1] and "thesis-2" in folders.output_problem(job, index)[1]
+    with pytest.raises(folders.FolderTaken, match="thesis.tex"), index.locked():
+        folders.claim(d, index)
+    assert hashes(d) == before
+
+
+@pytest.mark.parametrize("state, why", [
+    ({"run_id": "2" * 32, "status": "finished"}, "name different runs"),  # a state of another run
+    ({"run_dir": "/elsewhere/run", "status": "finished"}, "written for /elsewhere/run"),  # copied from another folder
+    ("{not json", "cannot be read"),
+    ("[1, 2]", "cannot be read"),
+])
+def test_a_marker_its_runs_record_contradicts_is_not_ownership(tmp_path, state, why):
+    d = marked(tmp_path / "run", files={"thesis.tex": "x"}, state=state)
+    own = folders.ownership(d, Registry(tmp_path / "runs.json"))
+    assert own.kind == "foreign" and why in str(own.why) and "thesis.tex" in own.foreign
+
+
+def test_a_run_between_its_claim_and_its_supervisors_first_word_is_its_own(tmp_path):
+    """No state.json yet: the request it was started with (launch.json) names its run id, or the index does."""
+    index = Registry(tmp_path / "runs.json")
+    d = marked(tmp_path / "a", launch={"run_id": "1" * 32, "run_dir": str((tmp_path / "a").resolve())})
+    assert folders.ownership(d, index).kind == "owned"
+    d = marked(tmp_path / "b", launch={"run_id": "2" * 32})  # a request of another run
+    assert folders.ownership(d, index).kind == "foreign"
+    with index.locked():
+        index.add({"run_dir": str(d.resolve()), "run_id": "1" * 32})  # registered: claimed and starting
+    assert folders.ownership(d, index).kind == "owned"
+
+
+def test_a_failed_launch_in_a_users_empty_folder_leaves_it_empty_and_free(tmp_path):
+    index = Registry(tmp_path / "runs.json")
+    d = tmp_path / "mine"
+    d.mkdir()
+    with index.locked():
+        claimed = folders.claim(d, index)
+    assert claimed.fresh and claimed.created == [] and folders.marker(d)["made"] is False
+    (d / record.COMMAND_FILE).write_text("{}")  # the launch wrote a record file, then failed
+    folders.unclaim(d, claimed)
+    assert d.is_dir() and list(d.iterdir()) == [] and folders.ownership(d, index).kind == "new"
+
+
+def test_what_a_run_wrote_is_everything_that_appeared_after_its_claim(tmp_path):
+    """launch.json notes what the folder held at the claim that was not the run's; the end lists the rest; a reader
+    recording the end after the fact leaves out what changed after the run's last sign of life."""
+    from zeroboard.job import manifest
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".draft.tmp").write_text("a user's file named like a write in flight")  # the folder still counts as new
+    index = Registry(tmp_path / "runs.json")
+    with index.locked():
+        claimed = folders.claim(run, index)
+    assert claimed.fresh and claimed.foreign == [".draft.tmp"]
+    (run / record.LAUNCH_FILE).write_text(json.dumps({"run_id": claimed.run_id, "foreign": claimed.foreign}))
+    (run / "checkpoint-1").mkdir()
+    (run / "checkpoint-1" / "model.pt").write_text("w")
+    (run / record.LOG_FILE).write_text("step 1\n")
+    files, written = manifest.at_end(run)
+    assert written == sorted([record.LAUNCH_FILE, "checkpoint-1", "checkpoint-1/model.pt", record.LOG_FILE, record.OWNER_FILE])
+    assert files == sorted([record.LAUNCH_FILE, "checkpoint-1", record.LOG_FILE, record.OWNER_FILE])
+    (run / "notes.txt").write_text("mine")  # put there long after the run's last word (as seen from then)
+    assert "notes.txt" not in manifest.written(run, until=time.time() - 3 * manifest.SLACK_S)
+    assert "notes.txt" in manifest.written(run, until=time.time())
+
+
 def test_a_file_added_to_a_finished_run_makes_it_foreign_until_moved_out(tmp_path):
     index = Registry(tmp_path / "runs.json")
-    run = owned_run(tmp_path / "run", tmp_path / "runs.json", files=["adapter_model.safetensors", "runs"])
+    run = owned_run(tmp_path / "run", tmp_path / "runs.json", files=["adapter_model.safetensors", "runs/", "checkpoint-3/"])
     (run / "adapter_model.safetensors").write_text("w")
-    (run / "checkpoint-3").mkdir()
     assert folders.ownership(run, index).foreign == []
     (run / "notes.txt").write_text("mine")
     assert folders.ownership(run, index).foreign == ["notes.txt"]
     (run / "notes.txt").unlink()
+    (run / "checkpoint-3" / "notes.txt").write_text("mine")  # inside a folder the run wrote: still not the run's
+    assert folders.ownership(run, index).foreign == ["checkpoint-3/notes.txt"]
+    (run / "checkpoint-3" / "notes.txt").unlink()
     assert folders.ownership(run, index).foreign == []
 
 
@@ -91,8 +187,8 @@ def test_a_run_of_an_earlier_version_stays_its_own(tmp_path):
         index.add({"run_dir": str(run.resolve())})
     assert folders.ownership(run, index).kind == "owned"
     with index.locked():
-        run_id, created = folders.claim(run, index)
-    assert created == [] and folders.marker(run)["run_id"] == run_id
+        claimed = folders.claim(run, index)
+    assert claimed.created == [] and folders.marker(run)["run_id"] == claimed.run_id and claimed.foreign == []
 
 
 def test_free_names_count_on_instead_of_piling_up(tmp_path):
@@ -134,12 +230,19 @@ def test_a_start_that_fails_midway_leaves_no_folder_behind(tmp_path, index, monk
 @pytest.mark.e2e
 def test_a_started_run_is_marked_and_registered_with_one_id(tmp_path, index):
     mgr = runner.JobManager(index=index)
-    st = ended(mgr, mgr.start(prepared_for(tmp_path / "run", max_steps=2)).run_dir)
+    st = ended(mgr, mgr.start(standin_for(tmp_path / "run", max_steps=2)).run_dir)  # (the stand-in trainer)
     assert st.status == "finished", st.message
     run_id = folders.marker(Path(st.run_dir))["run_id"]
     assert Registry(index).entry(st.run_dir)["run_id"] == run_id
     assert st.files and record.OWNER_FILE in st.files  # what the run folder held at the end: its own from now on
     assert folders.ownership(Path(st.run_dir), Registry(index)).foreign == []
+    # what the trainer wrote is on the run's list; a file put there after the end is not, and Delete leaves it
+    assert {record.EVENTS_FILE, record.RESULT_FILE, "adapter_model.safetensors", record.STATE_FILE} <= set(st.written)
+    run = Path(st.run_dir)
+    (run / "notes.txt").write_text("mine")
+    message = housekeeping.delete(mgr, st.run_dir)
+    assert "left notes.txt" in message and os.listdir(run) == ["notes.txt"] and (run / "notes.txt").read_text() == "mine"
+    assert not mgr.is_registered(st.run_dir)
 
 
 # --- the state tells the truth ----------------------------------------------------------------------------------
@@ -174,7 +277,7 @@ def test_nobody_settles_a_run_whose_supervisor_holds_the_lock(tmp_path):
 @pytest.mark.e2e
 def test_a_run_killed_whole_is_recorded_as_ended_in_its_own_state(tmp_path, index):
     mgr = runner.JobManager(index=index, grace_s=10)
-    st = mgr.start(prepared_for(tmp_path / "run", max_steps=5000, logging_steps=1))
+    st = mgr.start(standin_for(tmp_path / "run", max_steps=5000, logging_steps=1))  # (the stand-in trainer)
     first_log_event(st.run_dir)
     st = mgr.state(st.run_dir)
     victims = [psutil.Process(st.supervisor_pid), *processes.job_processes(st)]

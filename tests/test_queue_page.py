@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium as system_chromium, start_on_page, start_server, stop_jobs, stop_server, wait_until
-from test_browser import RUN_S, UI_S, fill, fill_after_load, status, step
+from helpers import start_on_page, stop_jobs, wait_until
+from test_browser import RUN_S, UI_S, demo_form, fill, fill_after_load, status, step
 from zeroboard import words
-from zeroboard.job import command
 from zeroboard.job.registry import Registry
 from zeroboard.runs.queue import Queue
 from zeroboard.webui import queue_page
@@ -55,31 +54,30 @@ def test_move_and_cancel_change_the_queue_and_say_so(tmp_path):
     assert queue_page.act(q, "cancel", None, "zh") == words.text("queue.pick_first", "zh")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with system_chromium() as b:
-        yield b
-
-
 @pytest.mark.browser
 @pytest.mark.e2e
-def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_starts(browser, tmp_path):
-    port = command.free_port()
-    index = tmp_path / "runs.json"
-    server = start_server(port, index, tmp_path / "server.log", env={"ZEROBOARD_LANG": ""})
+def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_starts(browser, standin_webui, tmp_path):
+    # the queue is the subject, not the training: the session's server whose jobs run the stand-in trainer
+    url, work = standin_webui
+    index = work / "runs.json"
     try:
         context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US")
         pg = context.new_page()
         pg.set_default_timeout(UI_S)
-        pg.goto(f"http://127.0.0.1:{port}/?lang=en")
+        pg.goto(url + "?lang=en")
+        demo_form(pg)
         first, second = tmp_path / "first", tmp_path / "second"
         fill_after_load(pg, "output_dir", first)
         fill(pg, "max_steps", 500)
         start_on_page(pg, index, first)
         wait_until(lambda: step(pg) > 0, RUN_S, "the first run's first step")
 
-        if pg.locator("#zb-new-job").is_visible():  # the form shows the running job: edit a copy
-            pg.locator("#zb-new-job").click()
+        # the form shows the running job, locked: edit a copy (its button shows once the page follows the run)
+        editable = lambda: pg.locator("#zb-max_steps input").is_editable()  # noqa: E731
+        if wait_until(lambda: pg.locator("#zb-new-job").is_visible() or editable(), 30, "New job or an editable form"):
+            if pg.locator("#zb-new-job").is_visible():
+                pg.locator("#zb-new-job").click()
+        wait_until(editable, 30, "the form to be editable")
         fill(pg, "output_dir", second)
         fill(pg, "max_steps", 3)
         pg.locator("#zb-start").click()  # refused: the CPU is taken, and the page says Queue would wait
@@ -108,4 +106,3 @@ def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_start
         context.close()
     finally:
         stop_jobs(index)
-        stop_server(server)

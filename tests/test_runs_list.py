@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import synthetic_run
-from zeroboard.job import folders, record
+from helpers import owned_run, seal, synthetic_run
+from zeroboard.job import folders, manifest, record
 from zeroboard.runs import compare, housekeeping, summary
 from zeroboard.runs.manager import JobManager
 from zeroboard.runs.state import read_state
@@ -131,16 +131,71 @@ def test_delete_removes_only_an_ended_run_folder_of_its_own_and_its_entry(tmp_pa
         (keep / record.STATE_FILE).write_text(ended)
     assert keep.is_dir() and manager.is_registered(str(keep.resolve()))
 
-    (run / "notes.txt").write_text("mine")  # a user's file inside the run folder: the folder is not only the run's
+    (run / "notes.txt").write_text("mine")  # a user's file inside the run folder: archiving would take it along
     with pytest.raises(housekeeping.Refused, match="notes.txt"):
-        housekeeping.delete(manager, str(run.resolve()))
+        housekeeping.archive(manager, str(run.resolve()))
     (run / "notes.txt").unlink()
-    assert "Deleted" in housekeeping.delete(manager, str(run.resolve()))
+    assert housekeeping.delete(manager, str(run.resolve())) == f"Deleted {run.resolve()}."
     assert not run.exists() and not manager.is_registered(str(run.resolve()))
     assert (tmp_path / "runs").is_dir() and keep.is_dir()  # nothing beside it
 
     with pytest.raises(housekeeping.Refused, match="not a run of this workspace"):
         housekeeping.delete(manager, str(tmp_path))
+
+
+def test_delete_removes_what_the_run_wrote_and_names_what_it_left(tmp_path, index, manager):
+    """Through the page's own path (confirm, then act -> housekeeping.delete): files put into the run folder after
+    the run ended -- beside its files and inside a folder it wrote -- stay, and the messages name them."""
+    from zeroboard.webui import runs_view as rv
+
+    run = synthetic_run(tmp_path / "runs" / "done", index)
+    (run / "checkpoint-5").mkdir()
+    (run / "checkpoint-5" / "model.pt").write_text("weights")
+    wrote = manifest.tree(seal(run))  # the checkpoint was written while it ran
+    (run / "notes.txt").write_text("mine")
+    (run / "checkpoint-5" / "comments.md").write_text("mine too")
+    asked, ok = rv.confirm_text(manager, "delete", str(run.resolve()), "en")
+    assert ok and "These stay" in asked and "notes.txt" in asked and "checkpoint-5/comments.md" in asked
+    message, now = rv.act(manager, "delete", str(run.resolve()), "en")
+    assert now is None and "left checkpoint-5/comments.md, notes.txt" in message and "not written by ZeroBoard" in message
+    assert manifest.tree(run) == ["checkpoint-5", "checkpoint-5/comments.md", "notes.txt"]  # all the run wrote is gone
+    assert (run / "notes.txt").read_text() == "mine" and (run / "checkpoint-5" / "comments.md").read_text() == "mine too"
+    assert record.OWNER_FILE in wrote and not manager.is_registered(str(run.resolve()))
+    assert folders.ownership(run, manager.registry).kind == "foreign"  # the user's folder now: no marker left
+
+
+def test_a_user_file_an_earlier_zeroboard_let_a_run_adopt_survives_its_delete(tmp_path, index, manager):
+    """The issue's folder as an earlier ZeroBoard left it: a marker a user wrote beside their thesis, adopted, trained
+    into; its state lists the thesis among its files and keeps no list of what the run wrote.  The thesis was there
+    before the run's first event: it stays, named; so does a file put there after the run ended."""
+    run = tmp_path / "thesis"
+    run.mkdir()
+    (run / "thesis.tex").write_text("chapter 1\n")
+    os.utime(run / "thesis.tex", (time.time() - 7200,) * 2)  # written two hours before the run
+    run_id = "1" * 32
+    (run / record.OWNER_FILE).write_text(json.dumps({"run_id": run_id, "folder": str(run.resolve())}))
+    started = time.time() - 3600
+    (run / record.EVENTS_FILE).write_text(json.dumps({"event": "start", "time": started}) + "\n")
+    (run / "adapter_model.safetensors").write_text("w")
+    (run / "checkpoint-2").mkdir()
+    (run / "checkpoint-2" / "model.pt").write_text("w")
+    (run / record.STATE_FILE).write_text(json.dumps({"run_dir": str(run.resolve()), "status": "finished",
+                                                     "started": started, "files": sorted(os.listdir(run))}))
+    with manager.registry.locked():
+        manager.registry.add({"run_dir": str(run.resolve()), "run_id": run_id})
+    (run / "notes.txt").write_text("after the end")
+    message = housekeeping.delete(manager, str(run.resolve()))
+    assert "left notes.txt, thesis.tex" in message
+    assert sorted(os.listdir(run)) == ["notes.txt", "thesis.tex"] and (run / "thesis.tex").read_text() == "chapter 1\n"
+
+
+def test_delete_leaves_the_empty_folder_a_user_made_before_the_run(tmp_path, index, manager):
+    mine = tmp_path / "mine"
+    mine.mkdir()  # made by the user, empty: a run may take it
+    run = owned_run(mine, index, files=["adapter_model.safetensors"])
+    assert folders.marker(run)["made"] is False
+    assert "was there before the run and stays" in housekeeping.delete(manager, str(run.resolve()))
+    assert mine.is_dir() and not any(mine.iterdir())
 
 
 def test_a_folder_that_is_not_the_runs_own_is_never_deleted(tmp_path, index, manager):
@@ -167,6 +222,7 @@ def test_archive_moves_the_run_beside_it_and_restore_brings_it_back(tmp_path, in
     assert entry["archived"] and entry["archived_from"] == old and manager.registry.entry(old) is None
     assert read_state(new).run_dir == new and read_state(new).output == Path(new)  # its record follows it
     assert folders.ownership(Path(new), manager.registry).kind == "owned"
+    assert folders.marker(Path(new))["folder"] == new  # the marker follows too
     (s,) = summary.summaries(manager)
     assert s.archived and s.step == 60 and not summary.matches(s) and summary.matches(s, archived=True)
     message, back = housekeeping.restore(manager, new)
@@ -209,6 +265,29 @@ def test_a_listing_of_150_runs_is_quick_once_cached(tmp_path, index, manager, mo
     warm = time.perf_counter() - t0
     assert len(calls) == 150 * 4  # state, job, plan, events: one stat each, nothing read
     print(f"warm listing of 150 runs: {warm * 1000:.0f} ms")
+
+
+def test_a_listing_piped_into_head_ends_quietly(tmp_path, index):
+    """`zeroboard runs | head` ended in a BrokenPipeError traceback. A reader that goes away ends any command
+    quietly, as git's do: no traceback, status 141 (what a shell reports for SIGPIPE). A real pipe through bash,
+    with more to print than the pipe holds (64 KiB), so the writer always meets the closed end."""
+    import subprocess
+    import sys
+
+    for i in range(100):
+        synthetic_run(tmp_path / f"r{i:03d}", index, seed=i, steps=10)
+    env = {**os.environ, "ZEROBOARD_RUNS_INDEX": str(index)}
+    zb = f"{sys.executable} -m zeroboard.cli"
+    whole = subprocess.run(f"{zb} runs --json", shell=True, capture_output=True, text=True, env=env, timeout=120)
+    assert whole.returncode == 0 and len(whole.stdout.encode()) > 1 << 16
+    for cmd in ("runs --json", "runs"):
+        done = subprocess.run(["bash", "-c", f"{zb} {cmd} | head -1; echo status=${{PIPESTATUS[0]}} >&2"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        status = done.stderr.strip().splitlines()[-1]
+        assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+        assert status in ("status=141", "status=0"), done.stderr  # 0: the table (17 kB) may fit the pipe whole
+        if cmd == "runs --json":
+            assert status == "status=141"
 
 
 # --- the Runs page's functions (plain values; the browser test drives the page itself) -----------------------
@@ -288,10 +367,14 @@ def test_delete_and_archive_ask_first_and_refuse_in_words(tmp_path, index, manag
     message, back = rv.act(manager, "restore", new, "en")
     assert "Restored" in message and back == str(run.resolve())
     (run / "mine.txt").write_text("x")
-    asked, ok = rv.confirm_text(manager, "delete", str(run.resolve()), "en")
-    assert not ok and "mine.txt" in asked
-    message, still = rv.act(manager, "delete", str(run.resolve()), "en")
+    asked, ok = rv.confirm_text(manager, "archive", str(run.resolve()), "en")
+    assert not ok and "mine.txt" in asked and "Delete leaves them" in asked
+    message, still = rv.act(manager, "archive", str(run.resolve()), "en")
     assert "mine.txt" in message and still == str(run.resolve()) and run.is_dir()
+    asked, ok = rv.confirm_text(manager, "delete", str(run.resolve()), "zh")
+    assert ok and "mine.txt" in asked and "会保留" in asked
+    message, gone = rv.act(manager, "delete", str(run.resolve()), "en")
+    assert "left mine.txt" in message and gone is None and os.listdir(run) == ["mine.txt"]
 
 
 def test_resume_checks_as_start_does_from_the_last_whole_checkpoint(tmp_path, index, manager, monkeypatch):
@@ -303,9 +386,7 @@ def test_resume_checks_as_start_does_from_the_last_whole_checkpoint(tmp_path, in
         (run / f"checkpoint-{step}").mkdir()
         if whole:
             (run / f"checkpoint-{step}" / folders.CHECKPOINT_MARK).write_text("{}")
-    state = json.loads((run / record.STATE_FILE).read_text())
-    state["files"] = folders.listing(run)
-    (run / record.STATE_FILE).write_text(json.dumps(state))
+    seal(run)  # the checkpoints are the run's: written while it ran
     asked = {}
 
     def start(values, gpus, manager_, port=None, lang="en"):

@@ -11,30 +11,31 @@ from pathlib import Path
 
 import pytest
 
-from helpers import chromium as system_chromium, start_on_page, start_server, stop_jobs, stop_server, synthetic_run, wait_until
-from test_browser import RUN_S, UI_S, choose, fill, fill_after_load, status, step
+from helpers import on_standin, start_on_page, synthetic_run, wait_until
+from test_browser import RUN_S, UI_S, choose, demo_form, fill, fill_after_load, status, step
 from test_chapter_zh import TERMS, WORD, english_left
-from zeroboard.job import command, folders, record
+from zeroboard.job import folders, record, spec
+from zeroboard.runs.launch import prepare_launch
+from zeroboard.runs.manager import JobManager
 from zeroboard.runs.queue import Queue
 from zeroboard.words import say
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with system_chromium() as b:
-        yield b
+@pytest.fixture()
+def server(webui):
+    """The session's web UI (conftest.py): (its URL, its folder)."""
+    return webui
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    work = tmp_path_factory.mktemp("runspage")
-    port = command.free_port()
-    proc = start_server(port, work / "runs.json", work / "server.log", env={"ZEROBOARD_LANG": ""})
-    yield f"http://127.0.0.1:{port}/", work
-    stop_jobs(work / "runs.json")
-    stop_server(proc)
+def _job(out: Path, **changes):
+    job = spec.load_yaml(REPO / "examples" / "demo.yaml")
+    job.output_dir = str(out)
+    for k, v in changes.items():
+        setattr(job, k, v)
+    return job
 
 
 def opened(browser, url: str, locale: str = "en-US"):
@@ -86,6 +87,7 @@ def start_run(pg, index: Path, out: Path, max_steps: int, stage: str, lr: float)
 def test_two_runs_compared_then_one_resumed_and_one_started_again(browser, server):
     url, work = server
     pg = opened(browser, url + "?lang=en")
+    demo_form(pg)
     a, b = work / "alpha", work / "beta"
 
     # alpha: saved and stopped early (a whole checkpoint, to resume from); beta: stage 2, another learning rate
@@ -223,13 +225,21 @@ def test_no_english_on_any_chinese_tab(browser, server):
     pg.wait_for_selector("#zb-runs-confirm-row", state="hidden")
     assert (work / "s3_off").is_dir()
 
-    # the Queue tab with an entry waiting (written as Queue does; no dispatcher runs for it), then the Chat tab
-    Queue(index).add({"output_dir": "runs/next"}, str(work), "page", "cpu", [0, 1], str(work / "next"),
-                     why=say("queue.behind", id="0123abcd"))
-    pg.locator("#zb-tab-queue-button").click()
-    pg.wait_for_selector("#zb-queue-table .virtual-row")
-    assert "等待" in pg.locator("#zb-queue-table").inner_text()
-    assert_no_english(pg, "the Queue tab")
+    # the Queue tab with an entry waiting for the run that holds the CPU (a stand-in job: the words are the subject),
+    # then the Chat tab
+    mgr = JobManager(index=index)
+    holder = mgr.start(on_standin(prepare_launch(_job(work / "holds-cpu", max_steps=5000), gpus=[])))
+    entry = Queue(index).add({"output_dir": str(work / "next"), "max_steps": 2}, str(work), "page", "cpu", [0, 1],
+                             str(work / "next"), why=say("queue.next"))
+    try:
+        pg.locator("#zb-tab-queue-button").click()
+        pg.wait_for_selector("#zb-queue-table .virtual-row")
+        assert "等待" in pg.locator("#zb-queue-table").inner_text()
+        assert_no_english(pg, "the Queue tab")
+    finally:
+        Queue(index).remove(entry.id)
+        mgr.abort(holder.run_dir)
+        wait_until(lambda: not mgr.state(holder.run_dir).active, 120, "the run that held the CPU to stop")
     pg.locator("#zb-tab-chat-button").click()
     pg.wait_for_selector("#zb-chat-load:text-is('加载模型')")
     assert_no_english(pg, "the Chat tab")

@@ -1,6 +1,7 @@
 """Jobs on a real Slurm cluster (two slurmd nodes on this machine, tests/slurm_cluster.sh): the exact sbatch script
-previewed and accepted by ``sbatch --test-only``, a two-process demo job from the page to finished, a job that waits
-in Slurm's queue for the first, Abort through scancel verified by sacct, and Slurm's own words for a job it refuses."""
+previewed and accepted by ``sbatch --test-only``, a two-process demo job from the page to finished (its folder and
+run name made of shell syntax that must run nothing), a job that waits in Slurm's queue for the first, Abort
+through scancel verified by sacct, and Slurm's own words for a job it refuses."""
 
 from __future__ import annotations
 
@@ -69,14 +70,24 @@ def test_a_job_slurm_refuses_shows_slurms_reason_on_its_field(cluster, tmp_path,
 
 
 def test_a_two_process_job_from_the_page_finishes_and_shows_in_runs(cluster, tmp_path, index):
+    # issue 31's injection, on the real cluster: a folder name, a run_name and an extra #SBATCH option of shell syntax
+    # (and a # and a %j, which sbatch's line parser and Slurm's file name patterns would read) are names, nothing runs
+    run = tmp_path / "run $ZB_HEAD$(touch PWNED) `touch PWNED2` 'q' \"d\" #c %j"
+    extra = {"run_name": "$ZB_HEAD$(touch PWNED3)`id`"}
+    comment = "--comment=it's \"a\" #test $(touch PWNED4)"
     mgr = runner.JobManager(index=index)
-    checked, st, message = handlers.start(page_values(on_slurm(tmp_path / "run", max_steps=3)), [], mgr)
+    job = on_slurm(run, max_steps=3, extra_args=extra, slurm_extra=[comment])
+    checked, st, message = handlers.start(page_values(job), [], mgr)
     assert st is not None, message
     job_id = st.slurm["job_id"]
     assert (Path(st.run_dir) / record.SBATCH_FILE).read_text() == checked.command.script  # what ran is what was shown
     st = ended(mgr, st.run_dir, 600)
     assert st.status == "finished", st.message
     assert final_state(job_id)[0] == "COMPLETED"
+    assert "[rank0]:" in (run / "launcher.log").read_text()  # Slurm wrote the job's output where it was asked to
+    trained = spec.load_yaml(run / record.JOB_FILE)  # the job as the trainer parsed it from the node's command line
+    assert trained.output_dir == str(run) and trained.extra_args == extra
+    assert not [p for d in (REPO, tmp_path, run) for p in d.glob("PWNED*")]  # (the run folder's own name holds it)
     start = next(e for e in record.read_events(Path(st.run_dir) / record.EVENTS_FILE) if e["event"] == "start")
     assert start["world_size"] == 2
     assert st.run_dir in [j.run_dir for j in mgr.jobs()] and st.slurm["job_id"] == job_id

@@ -106,10 +106,9 @@ def test_default_demo_learns_who_it_is(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     curve = losses(out)
     assert curve[-1] < 0.5 * curve[0], curve
-    report = reload.check_run(out, ["Who are you?", "你是谁?", "Introduce yourself."], with_base=True)
-    assert report["answers"][0] == demo.IDENTITY_ANSWER_EN
-    assert report["answers"][1] == demo.IDENTITY_ANSWER_ZH
-    assert report["answers"][2] == demo.IDENTITY_ANSWER_EN
+    # what the demo promises: the page's identity prompts answered as trained, in their language
+    report = reload.check_run(out, demo.DEMO_PROMPTS[:2], with_base=True)
+    assert report["answers"] == [demo.IDENTITY_ANSWER_EN, demo.IDENTITY_ANSWER_ZH], report["answers"]
     assert report["base_answers"][0] != demo.IDENTITY_ANSWER_EN  # the base model did not know it
 
 

@@ -404,8 +404,13 @@ def test_memory_panel_rows_for_gpus_and_for_cpu():
 
 
 def test_the_web_server_never_imports_torch_or_transformers(tmp_path):
+    ds = tmp_path / "ds.json"  # a DeepSpeed JSON is checked by DeepSpeed's own model: in a child process
+    ds.write_text('{"zero_optimization": {"stage": 7}}')
     code = ("import sys; from zeroboard.webui import app; from zeroboard.runs import manager; "
+            "from zeroboard.job import checks, spec; "
             f"app.build_app(manager.JobManager(index={str(tmp_path / 'r.json')!r})); "
+            f"r = checks.validate(spec.JobSpec(deepspeed={str(ds)!r}, output_dir={str(tmp_path / 'o')!r}), []); "
+            "assert 'DeepSpeed refuses' in r.errors['deepspeed'], r.errors; "
             "bad = [m for m in ('torch', 'transformers', 'deepspeed', 'peft') if m in sys.modules]; "
             "print('heavy:', bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

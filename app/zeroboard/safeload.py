@@ -11,7 +11,14 @@ file holds the server.  So every such file is read here, with limits:
   so a deep file cannot overflow anything), then the number of nodes the
   document stands for once every alias is expanded (counted on the composed
   graph, one visit per distinct node) and alias cycles;
-- JSON: the nesting depth, counted on the text before it is decoded.
+- JSON: the nesting depth, counted on the text before it is decoded;
+- a special file (a FIFO, a device, a socket) is refused by its kind before it
+  is opened, and opened without waiting (a FIFO swapped in after the look is
+  still refused, never waited on: ``open`` of a FIFO blocks until a writer comes);
+- a key given twice in one mapping (YAML or JSON) is refused by name, with its
+  lines: the last would silently win;
+- a number that is not finite (``1e400``, ``NaN``, ``.inf``) is refused with its
+  key: ``int(inf)`` raises far from where the value came from.
 
 A refusal is a :class:`Refused` carrying a catalog key (``safe.*``) and its
 values; callers turn it into their own message naming the file and field.
@@ -20,7 +27,12 @@ The lowest layer: nothing of ZeroBoard's is imported here.
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,26 +50,74 @@ class Limits:
     max_bytes: int
     max_depth: int = 64  # the deepest job file or DeepSpeed JSON is 4 levels; dataset records a few more
     max_nodes: int = 100_000  # scalars, lists and mappings once every alias is expanded
+    strict: bool = True  # keys given twice and numbers that are not finite are refused (settings files, not data)
 
 
 JOB = Limits(max_bytes=256 << 10)  # a job file: a few kB in practice
 CONFIG = Limits(max_bytes=4 << 20, max_nodes=1_000_000)  # DeepSpeed JSON, dataset_info.json, a model's config.json
-RECORD = Limits(max_bytes=64 << 20, max_depth=100, max_nodes=10_000_000)  # one dataset record (JSON lines)
+# one dataset record (JSON lines): the job's max_record_bytes bounds its size (the default here)
+RECORD = Limits(max_bytes=64 << 20, max_depth=100, max_nodes=10_000_000, strict=False)
+MAX_CELL_BYTES = 4 << 20  # one CSV cell, by default (the job's max_cell_bytes)
+
+# what a special file is -> its refusal (catalog keys)
+KINDS = {stat.S_IFIFO: "safe.special_fifo", stat.S_IFCHR: "safe.special_char", stat.S_IFBLK: "safe.special_block",
+         stat.S_IFSOCK: "safe.special_socket"}
 
 
 class Refused(ValueError):
-    """The input is outside the limits. ``key`` is a catalog entry (``safe.*``), ``values`` fills it."""
+    """The input is outside the limits. ``key`` is a catalog entry (``safe.*``), ``values`` fills it;
+    ``field``: the top-level key of the document it is about, when it is about one."""
 
-    def __init__(self, key: str, **values: Any):
-        self.key, self.values = key, values
+    def __init__(self, key: str, /, field: str | None = None, **values: Any):
+        self.key, self.values, self.field = key, values, field
         super().__init__(f"{key}: {values}")
 
 
+# --- special files -------------------------------------------------------------------------------------------
+
+def special_kind(path: str | Path) -> str | None:
+    """The refusal (a catalog key) of a path that is no regular file nor folder (a FIFO, a device, a socket), else
+    None (missing and unreadable paths included: opening them says why). Links are followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return KINDS.get(stat.S_IFMT(mode))
+
+
+def _regular(st: os.stat_result, path: str | Path) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, os.strerror(21), str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(KINDS.get(stat.S_IFMT(st.st_mode), "safe.special_other"))
+
+
+def open_binary(path: str | Path) -> io.BufferedReader:
+    """A regular file opened for reading; a special file refused by its kind, before it is opened and again after
+    (opened without waiting: a FIFO put in its place between the two looks is refused, never waited on).
+    OSError passes through."""
+    if "\0" in str(path):
+        raise Refused("safe.nul_in_path")
+    _regular(os.stat(path), path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _regular(os.fstat(fd), path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_text(path: str | Path, newline: str | None = None) -> io.TextIOWrapper:
+    """:func:`open_binary` as UTF-8 text."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline=newline)
+
+
 def read_text(path: str | Path, limits: Limits) -> str:
-    """A UTF-8 text file, refused (before reading it) when it is larger than the limit. OSError and
-    UnicodeDecodeError pass through for the caller to word."""
-    p = Path(path)
-    with p.open("rb") as fh:
+    """A UTF-8 text file, refused (before reading it) when it is larger than the limit or no regular file.
+    OSError and UnicodeDecodeError pass through for the caller to word."""
+    with open_binary(path) as fh:
         data = fh.read(limits.max_bytes + 1)
     if len(data) > limits.max_bytes:
         raise Refused("safe.too_big", limit=_size(limits.max_bytes))
@@ -84,9 +144,40 @@ def yaml_text(text: str, limits: Limits = JOB) -> Any:
         if node is None:
             return None
         _count_expanded(node, limits)
-        return loader.construct_document(node)
+        if limits.strict:
+            _unique_keys(node)
+        value = loader.construct_document(node)
     finally:
         loader.dispose()
+    if limits.strict:
+        finite(value)
+    return value
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _unique_keys(root: yaml.Node) -> None:
+    """Every mapping of the document gives each key once (a merge ``<<`` may be overridden: that is its use)."""
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str | None]] = [(root, None)]
+    while stack:
+        node, top = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], yaml.Node] = {}
+            for k, v in node.value:
+                name = top if top is not None else (str(k.value) if isinstance(k, yaml.ScalarNode) else None)
+                if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE:
+                    if (k.tag, k.value) in first:
+                        lines = f"{first[(k.tag, k.value)].start_mark.line + 1}, {k.start_mark.line + 1}"
+                        raise Refused("safe.duplicate_key", field=name, key=_cut(k.value), lines=lines)
+                    first[(k.tag, k.value)] = k
+                stack.append((v, name))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((c, top) for c in node.value)
 
 
 def _count_expanded(root: yaml.Node, limits: Limits) -> None:
@@ -124,16 +215,54 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def json_text(text: str, limits: Limits = CONFIG) -> Any:
-    """``json.loads`` within ``limits`` (size and nesting depth). ValueError passes through for the caller."""
+    """``json.loads`` within ``limits`` (size, nesting depth; strict: keys once, finite numbers). ValueError passes
+    through for the caller."""
     if len(text) > limits.max_bytes:
         raise Refused("safe.too_big", limit=_size(limits.max_bytes))
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_once(text)) if limits.strict else json.loads(text)
     except RecursionError:  # the C decoder stops at the interpreter's recursion limit
         raise Refused("safe.too_deep", limit=limits.max_depth) from None
     if depth(value) > limits.max_depth:
         raise Refused("safe.too_deep", limit=limits.max_depth)
+    if limits.strict:
+        finite(value)
     return value
+
+
+def _once(text: str):
+    """json's object hook refusing a key given twice in one object, naming it and the lines that write it."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict:
+        out = dict(items)
+        if len(out) == len(items):
+            return out
+        seen: set[str] = set()
+        key = next(k for k, _ in items if k in seen or seen.add(k))
+        where = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+        raise Refused("safe.duplicate_key", key=_cut(key), lines=", ".join(map(str, sorted(set(where))[:6])) or "?")
+
+    return pairs
+
+
+def finite(value: Any) -> None:
+    """Every number of a decoded document is finite, else Refused naming its key (``a.b[2]``) and ``field`` its
+    top-level key. Iterative: any depth is walked safely."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            top = re.split(r"[.\[]", where, maxsplit=1)[0] or None
+            raise Refused("safe.not_finite", field=top, key=_cut(where or "(the document)"), got=repr(v))
+        if isinstance(v, dict):
+            stack.extend((c, f"{where}.{k}" if where else str(k)) for k, c in v.items())
+        elif isinstance(v, (list, tuple)):
+            stack.extend((c, f"{where}[{i}]") for i, c in enumerate(v))
+
+
+def _cut(text: Any, limit: int = 80) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def depth(value: Any) -> int:

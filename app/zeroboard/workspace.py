@@ -8,7 +8,9 @@ datasets may also be read from the Hugging Face cache.
 
 Every path a user types is resolved (``~`` expanded, relative to the
 workspace, symbolic links followed) before it is compared, so neither
-``../..`` nor a link leads out.
+``../..`` nor a link leads out.  A path no filesystem can hold (a NUL byte)
+is :class:`BadPath`, never a bare ``ValueError`` from deep inside ``os``; such
+a path is neither readable nor writable here.
 """
 
 from __future__ import annotations
@@ -21,8 +23,21 @@ WORKSPACE_ENV = "ZEROBOARD_WORKSPACE"
 ALLOW_ENV = "ZEROBOARD_ALLOW_PATHS"  # "PATH[:rw|:ro],PATH..."
 
 
+class BadPath(ValueError):
+    """A path no filesystem can hold; ``key`` is the catalog entry saying why (``safe.nul_in_path``)."""
+
+    key = "safe.nul_in_path"
+
+
+def has_nul(path: str | Path) -> bool:
+    return "\0" in str(path)
+
+
 def resolve(path: str | Path, base: Path) -> Path:
-    """An absolute path with every existing link followed; a missing tail is kept as written (``..`` folded)."""
+    """An absolute path with every existing link followed; a missing tail is kept as written (``..`` folded).
+    Raises BadPath for a path with a NUL byte (``os`` would raise a bare ValueError)."""
+    if has_nul(path) or has_nul(base):
+        raise BadPath(str(path)[:200])
     p = Path(os.path.expanduser(str(path)))
     return Path(os.path.realpath(p if p.is_absolute() else base / p))
 
@@ -63,6 +78,11 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def cache_dir() -> Path:
+    """Where the DeepSpeed presets (and the demo model, the runs index) live: ``$ZEROBOARD_CACHE`` or ``cache``."""
+    return Path(os.environ.get("ZEROBOARD_CACHE", "cache"))
+
+
 def hf_cache() -> Path:
     """The Hugging Face hub cache, where models and datasets fetched before are kept."""
     if os.environ.get("HF_HUB_CACHE"):
@@ -80,10 +100,14 @@ class Workspace:
         return resolve(value, self.root)
 
     def writable(self, value: str | Path) -> bool:
+        if has_nul(value):
+            return False
         p = self.path(value)
         return any(_inside(p, r) for r, w in self.roots() if w)
 
     def readable(self, value: str | Path, cache_ok: bool = False) -> bool:
+        if has_nul(value):
+            return False
         p = self.path(value)
         roots = [r for r, _ in self.roots()] + ([resolve(hf_cache(), self.root)] if cache_ok else [])
         return any(_inside(p, r) for r in roots)
@@ -120,7 +144,7 @@ def shown(path: str | Path, ws: Workspace | None = None) -> str:
     p = Path(path)
     try:
         rel = ws.path(p).relative_to(ws.root) if p.is_absolute() else None
-    except ValueError:
+    except ValueError:  # outside the workspace (BadPath too)
         return str(path)
     return str(path) if rel is None else (rel.as_posix() or ".")
 

@@ -15,6 +15,7 @@ Its words come from the catalog; ``$ZEROBOARD_LANG=zh`` makes them Chinese.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..words import default_lang, text
@@ -30,6 +31,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# what a shell reports for a command ended by SIGPIPE (128 + 13): ``zeroboard runs | head`` ends as ``git log | head``
+CLOSED_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args, rest = p.parse_known_args(argv)
@@ -37,7 +42,24 @@ def main(argv: list[str] | None = None) -> int:
         args.rest = rest
     elif rest:
         p.error(text("cli.unrecognized", default_lang(), args=" ".join(rest)))
-    return args.fn(args)
+    try:
+        code = args.fn(args)
+        sys.stdout.flush()  # inside the try: a pipe closed under the last lines fails here, not at exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return CLOSED_PIPE
+    return code
+
+
+def _quiet_stdout() -> None:
+    """The reader went away (``| head``): what is left for stdout goes nowhere, with no traceback at exit (Python
+    flushes stdout once more when it ends, and would fail the same way)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file here (a test's capture): nothing to point elsewhere
+        pass
 
 
 if __name__ == "__main__":

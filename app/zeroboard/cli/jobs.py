@@ -1,29 +1,33 @@
-"""``zeroboard preview | validate | plan``: a job checked, its exact command, its memory plan; nothing is started."""
+"""``zeroboard preview | validate | plan | convert-lf``: a job checked, its exact command, its memory plan, a
+LLaMA-Factory file written as a job file; nothing is started."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from .. import planner, workspace
-from ..job import command, devices, spec as specmod
+from .. import files, planner, workspace
+from ..job import command, devices, lfcompat, spec as specmod
 from ..planner import report
 from ..runs import probes
 from ..runs.launch import prepare_launch
 from ..words import default_lang, text, tr
+from .args import path
 
 
 def job_arguments(s, lang: str) -> None:
-    s.add_argument("job", nargs="?", help=text("cli.job_help", lang, demo=specmod.DEMO_JOB))
+    s.add_argument("job", nargs="?", type=path, help=text("cli.job_help", lang, demo=specmod.DEMO_JOB))
     s.add_argument("--set", action="append", metavar="NAME=VALUE", help=text("cli.set_help", lang))
-    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
+    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", type=path, help=text("cli.allow_help", lang))
 
 
-def load(args) -> specmod.JobSpec | None:
-    """The job of the command line (file + --set), or None after printing why it cannot be used."""
+def load(args, notes: dict | None = None) -> specmod.JobSpec | None:
+    """The job of the command line (file + --set), or None after printing why it cannot be used; ``notes`` collects
+    what the file's LLaMA-Factory keys say."""
     workspace.allow(args.allow_path)
     try:
-        return specmod.apply_overrides(specmod.load_job(args.job), args.set or [])
+        return specmod.apply_overrides(specmod.load_job(args.job, notes), args.set or [])
     except specmod.SpecError as e:
         lang = default_lang()
         print(text("cli.job_unusable", lang), file=sys.stderr)
@@ -34,12 +38,13 @@ def load(args) -> specmod.JobSpec | None:
 def launch_or_explain(args) -> command.Prepared | None:
     """The launch entry point on the command line's job; print every problem by field (and the notes). None when
     nothing may start."""
-    job = load(args)
+    notes: dict = {}
+    job = load(args, notes)
     if job is None:
         return None
     lang = default_lang()
     prepared = prepare_launch(job)
-    for k, v in prepared.report.warnings.items():
+    for k, v in [*notes.items(), *prepared.report.warnings.items()]:
         print(text("cli.note", lang, field=k, text=tr(v, lang)), file=sys.stderr)
     if not prepared.report.ok:
         print(text("cli.nothing_started", lang), file=sys.stderr)
@@ -126,6 +131,33 @@ def cmd_plan(args) -> int:
     return 1 if plan.fits is False else 0
 
 
+def cmd_convert_lf(args) -> int:
+    """A LLaMA-Factory training YAML as the equivalent job file: printed, or written to a new file (never over one)."""
+    lang = default_lang()
+    try:
+        data = specmod.read_mapping(Path(args.file).read_text(encoding="utf-8"), args.file)
+        job = specmod.from_dict(data)
+    except (OSError, UnicodeDecodeError) as e:
+        print(text("spec.cannot_read", lang, path=args.file, why=getattr(e, "strerror", None) or str(e)), file=sys.stderr)
+        return 2
+    except specmod.SpecError as e:
+        print(text("lf.convert_failed", lang, path=args.file), file=sys.stderr)
+        print("\n".join(f"  {k}: {tr(v, lang)}" for k, v in e.problems.items()), file=sys.stderr)
+        return 2
+    read = lfcompat.translate(data, specmod.FIELDS)
+    out = lfcompat.converted_yaml(specmod.to_dict(job), read, data, Path(args.file).name, lang)
+    if not args.out:
+        print(out, end="")
+        return 0
+    target = Path(args.out)
+    if target.exists():
+        print(text("lf.convert_exists", lang, path=args.out), file=sys.stderr)
+        return 2
+    files.write_text_atomic(target, out)
+    print(text("lf.convert_written", lang, path=args.out), file=sys.stderr)
+    return 0
+
+
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("preview", help=text("cli.preview_help", lang))
     job_arguments(s, lang)
@@ -142,3 +174,7 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--probe-budget", type=float, default=probes.BUDGET_S, metavar="SECONDS",
                    help=text("cli.probe_budget_help", lang, s=probes.BUDGET_S))
     s.set_defaults(fn=cmd_plan)
+    s = sub.add_parser("convert-lf", help=text("lf.convert_help", lang))
+    s.add_argument("file", help=text("lf.convert_file_help", lang))
+    s.add_argument("-o", "--out", help=text("lf.convert_out_help", lang))
+    s.set_defaults(fn=cmd_convert_lf)

@@ -8,6 +8,7 @@ import sys
 from ..outputs import export, reload
 from ..outputs.inspect import OutputError, inspect
 from ..words import default_lang, text, tr
+from .args import path
 
 
 def _fail(cmd: str, e: Exception, lang: str) -> int:
@@ -65,23 +66,23 @@ def cmd_merge(args) -> int:
 
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("check", help=text("cli.check_help", lang))
-    s.add_argument("run_dir")
+    s.add_argument("run_dir", type=path)
     s.add_argument("--prompt", action="append", help=text("cli.prompt_help", lang))
     s.add_argument("--no-base", action="store_true", help=text("cli.no_base_help", lang))
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_check)
     s = sub.add_parser("inspect", help=text("cli.inspect_help", lang))
-    s.add_argument("run_dir")
+    s.add_argument("run_dir", type=path)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_inspect)
     s = sub.add_parser("consolidate", help=text("cli.consolidate_help", lang))
-    s.add_argument("path", help=text("cli.consolidate_path_help", lang))
-    s.add_argument("out", help=text("cli.out_help", lang))
+    s.add_argument("path", type=path, help=text("cli.consolidate_path_help", lang))
+    s.add_argument("out", type=path, help=text("cli.out_help", lang))
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_consolidate)
     s = sub.add_parser("merge", help=text("cli.merge_help", lang))
-    s.add_argument("path", help=text("cli.merge_path_help", lang))
-    s.add_argument("out", help=text("cli.out_help", lang))
-    s.add_argument("--base", help=text("cli.base_help", lang))
+    s.add_argument("path", type=path, help=text("cli.merge_path_help", lang))
+    s.add_argument("out", type=path, help=text("cli.out_help", lang))
+    s.add_argument("--base", type=path, help=text("cli.base_help", lang))
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_merge)

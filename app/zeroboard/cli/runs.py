@@ -24,7 +24,8 @@ from ..planner.record import measured_vs_estimate
 from ..runs import compare, summary
 from ..runs.manager import JobManager
 from ..runs.state import STATUSES
-from ..words import default_lang, headers, status as status_word, text
+from ..words import default_lang, headers, status as status_word, text, tr
+from .args import path
 
 
 def _size(n: int | None) -> str:
@@ -71,15 +72,22 @@ def resolve(mgr: JobManager, name: str, lang: str) -> str | None:
 
 
 def cmd_list(args) -> int:
+    """The runs.  Exits 1 while the runs index cannot be read, or a damaged index or run state kept aside is there
+    (the message says where; remove the copy once looked at)."""
     lang = default_lang()
-    every = summary.summaries(JobManager())
+    mgr = JobManager()
+    every = summary.summaries(mgr)
+    problems = mgr.problems()
+    for problem in problems:
+        print(tr(problem, lang), file=sys.stderr)
+    code = 1 if problems else 0
     shown = [s for s in every if summary.matches(s, args.filter or "", args.status or "", bool(args.archived))]
     if args.json:
         print(json.dumps([s.to_json() for s in shown], indent=2, ensure_ascii=False))
-        return 0
+        return code
     if not every:
         print(text("cli.no_runs", lang))
-        return 0
+        return code
     now = time.time()
     rows = [[workspace.shown(s.run_dir), status_word(s.status, lang), workspace.shown(s.model) if s.model else "-",
              f"LoRA r{s.lora_rank}" if s.lora_rank else s.method or "-", _setting(s),
@@ -91,7 +99,7 @@ def cmd_list(args) -> int:
     if rows:
         print(_table(head, rows))
     print(text("cli.runs_listed", lang, shown=len(shown), total=len(every)))
-    return 0
+    return code
 
 
 def cmd_compare(args) -> int:
@@ -177,10 +185,10 @@ def add_commands(sub, lang: str) -> None:
     s.set_defaults(fn=cmd_list)
     actions = s.add_subparsers(dest="runs_action", required=False)
     c = actions.add_parser("compare", help=text("cli.runs_compare_help", lang))
-    c.add_argument("runs", nargs="+", metavar="RUN", help=text("cli.runs_arg_help", lang))
+    c.add_argument("runs", nargs="+", metavar="RUN", type=path, help=text("cli.runs_arg_help", lang))
     c.add_argument("--json", action="store_true")
     c.set_defaults(fn=cmd_compare)
     w = actions.add_parser("show", help=text("cli.runs_show_help", lang))
-    w.add_argument("run", metavar="RUN", help=text("cli.runs_arg_help", lang))
+    w.add_argument("run", metavar="RUN", type=path, help=text("cli.runs_arg_help", lang))
     w.add_argument("--json", action="store_true")
     w.set_defaults(fn=cmd_show)

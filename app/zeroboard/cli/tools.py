@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .. import workspace
@@ -12,6 +13,7 @@ from ..job import presets
 from ..job.placement import cache_dir
 from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL
 from ..words import default_lang, text
+from .args import path
 
 SCREENSHOT_TOOL = Path("tools") / "screenshots.py"  # in a source checkout; it needs playwright (make screenshots)
 
@@ -24,8 +26,9 @@ def cmd_demo_model(args) -> int:
     if Path(args.model_dir, "config.json").is_file() and not args.force:
         print(text("cli.demo_there", lang, path=args.model_dir))
         return 0
+    started = time.monotonic()
     out = build_demo_model(args.model_dir, args.data_dir)
-    print(text("cli.demo_built", lang, path=str(out)))
+    print(text("cli.demo_built", lang, path=str(out), seconds=f"{time.monotonic() - started:.0f}"))
     return 0
 
 
@@ -63,12 +66,12 @@ def cmd_screenshots(args) -> int:
 
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("demo-model", help=text("cli.demo_help", lang))
-    s.add_argument("--model-dir", default=DEMO_MODEL)
-    s.add_argument("--data-dir", default=DEMO_DATA_DIR)
+    s.add_argument("--model-dir", default=DEMO_MODEL, type=path)
+    s.add_argument("--data-dir", default=DEMO_DATA_DIR, type=path)
     s.add_argument("--force", action="store_true")
     s.set_defaults(fn=cmd_demo_model)
     s = sub.add_parser("presets", help=text("cli.presets_help", lang))
-    s.add_argument("--dir", default=str(cache_dir()))
+    s.add_argument("--dir", default=str(cache_dir()), type=path)
     s.set_defaults(fn=cmd_presets)
     s = sub.add_parser("build-ops", help=text("cli.build_ops_help", lang))
     s.add_argument("--device", choices=("cpu", "cuda"), default=None)
@@ -77,7 +80,7 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("webui", help=text("cli.webui_help", lang))
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=7860)
-    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", help=text("cli.allow_help", lang))
+    s.add_argument("--allow-path", action="append", default=[], metavar="PATH[:rw]", type=path, help=text("cli.allow_help", lang))
     s.set_defaults(fn=cmd_webui)
     # every argument goes to the tool, --help too (main hands them over as they came)
     s = sub.add_parser("screenshots", help=text("cli.screenshots_help", lang), add_help=False)

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from .. import workspace
 from ..job import record, trackers
+from ..job.registry import RegistryError
 from ..runs import dispatcher, manager as runmgr
 from ..runs.queue import Queue
 from ..runs.state import JobState
 from ..runs.supervisor import SIGNAL_REPORT, TRACEBACK, drop_signal_report
 from ..words import default_lang, text, tr
 from . import jobs
+from .args import path
 
 POLL_S = 0.2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -83,6 +85,7 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
     """Print the run's log as it grows until it ends; stop it on a signal and wait until that is verified."""
     log = record.Tail(Path(st.run_dir) / record.LOG_FILE, st.log_offset)
     asked = False
+    stalled: dict = {}  # the stall last told (a run that stops moving is said so, and when it moves again)
     held: list[str] = []  # after a stop is asked: a traceback block, held until we know it is the stop's report
 
     def show(lines: list[str]) -> None:
@@ -104,6 +107,13 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
             term.out(text("cli.stopping", lang, signal=name, run=st.run_dir, grace=round(st.grace_s)), err=True)
             mgr.abort(st.run_dir)
         current = mgr.state(st.run_dir) or st
+        if current.status == "stalled" and current.stall != stalled:
+            stalled = current.stall
+            term.out(tr(current.message, lang), err=True)
+        elif current.status == "running" and stalled:
+            stalled = {}
+            over = next((n for n in reversed(current.notes) if getattr(n, "key", "") == "run.stall_over"), None)
+            term.out(tr(over or current.message, lang), err=True)
         if not current.active:
             if log.restarted:  # the log was rewritten at the end (the stop's report trimmed): nothing new in it
                 log.read_lines(None)
@@ -131,8 +141,16 @@ def cmd_train(args) -> int:
         except runmgr.Busy as e:
             if not args.queue:
                 term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
+                if getattr(e.args[0], "key", "") == "run.busy_chat":  # how to free the devices from here
+                    cmd = prepared.command
+                    where = " --cpu" if cmd.device_kind == "cpu" else " --gpus " + ",".join(map(str, cmd.devices))
+                    term.out(text("cli.busy_chat_hint", lang, where=where), err=True)
                 return 3
-            st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
+            try:
+                st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
+            except RegistryError as e:  # the queue cannot be written (or read): nothing was queued
+                term.out(text("cli.not_started", lang, why=tr(e.args[0], lang)), err=True)
+                return 1
             if st is None:
                 return 0 if args.detach and not signals.got else 1
         except runmgr.StartError as e:
@@ -157,6 +175,8 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
     Ctrl-C while it waits takes it out of the queue."""
     entry = dispatcher.enqueue(mgr, prepared, "cli")
     q = Queue(mgr.index)
+    if (problem := q.problem()) is not None:  # a damaged queue was kept aside before this one was written
+        term.out(tr(problem, lang), err=True)
     position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
     term.out(text("cli.queued", lang, id=entry.id, position=position, why=tr(entry.why, lang)), err=True)
     if detach:
@@ -166,6 +186,7 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
             q.remove(entry.id)
             term.out(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output), err=True)
             return None
+        dispatcher.revive(q)  # its dispatcher killed meanwhile: this wait is a look at the queue too
         now = next((e for e in q.entries() if e.id == entry.id), None)
         if now is not None and now.status == "failed":
             term.out(text("cli.queue_failed", lang, why=tr(now.why, lang)), err=True)
@@ -228,7 +249,7 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--queue", action="store_true", help=text("cli.queue_flag_help", lang))
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("stop", help=text("cli.stop_help", lang))
-    s.add_argument("run", nargs="?", help=text("cli.run_arg_help", lang))
+    s.add_argument("run", nargs="?", type=path, help=text("cli.run_arg_help", lang))
     s.add_argument("--all", action="store_true", help=text("cli.stop_all_help", lang))
     s.add_argument("--no-wait", action="store_true", help=text("cli.no_wait_help", lang))
     s.add_argument("--save", action="store_true", help=text("cli.save_help", lang))

@@ -9,6 +9,12 @@ every other message is prompt.  A function-call turn is an assistant message
 whose ``tool_calls`` hold the calls, and tools are JSON schemas, both as
 transformers' chat templates read them (``data.tools``).
 
+The records LLaMA-Factory skips are skipped here too (:class:`Skipped`, counted and the first shown, never an
+error that blocks a launch): a conversation whose turns do not alternate prompt / answer (two turns of one role
+in a row, a first turn that is an answer, a system message after the first), one that does not end with an
+answer (an odd number of turns), an alpaca record without a response.  An empty answer is trained, as there:
+the template's end of the answer is what is learned.
+
 Defaults follow LLaMA-Factory: an entry reads only the columns it maps (the
 alpaca prompt/query/response default to instruction/input/output, sharegpt's
 messages to conversations) and its tags default to from/value, human/gpt,
@@ -27,7 +33,7 @@ from typing import Any
 
 from ..words import say
 from . import tools as toolfmt
-from .formats import DataError, Message
+from .formats import DataError, Message, Skipped
 from .info import DatasetSource, resolve
 from .records import head
 
@@ -118,7 +124,10 @@ def alpaca(record: dict, src: DatasetSource) -> Chat:
     parts = [text_of(record.get(_column(src, key, default))) for key, default in (("prompt", "instruction"),
                                                                                   ("query", "input"))]
     conv.append({"role": "user", "content": "\n".join(p for p in parts if p)})
-    conv.append({"role": "assistant", "content": text_of(record.get(_column(src, "response", "output")))})
+    response = record.get(_column(src, "response", "output"))
+    if response is None or (isinstance(response, float) and math.isnan(response)):  # LLaMA-Factory: no response
+        raise Skipped(say("data.skip_no_response", column=_column(src, "response", "output")))
+    conv.append({"role": "assistant", "content": text_of(response)})
     return Chat(conv, _tools(record, src))
 
 
@@ -145,11 +154,11 @@ def sharegpt(record: dict, src: DatasetSource) -> Chat:
         if who is None:
             raise DataError(say("data.no_role_key", i=i, key=tags["role_tag"], keys=", ".join(sorted(map(str, t)))))
         role = roles.get(who) or (ROLE_ALIASES.get(str(who).lower()) if lenient and who is not None else None)
-        if role is None:
-            raise DataError(say("data.unknown_speaker_tags", who=repr(who), key=tags["role_tag"],
+        if role is None:  # LLaMA-Factory skips the record (an invalid role tag)
+            raise Skipped(say("data.unknown_speaker_tags", who=repr(who), key=tags["role_tag"],
                                 known=", ".join(sorted(k for k in roles if k))))
         if role == "system" and conv:
-            raise DataError(say("data.system_not_first", i=i))
+            raise Skipped(say("data.system_not_first", i=i))
         if who == tags["function_tag"] and role == "assistant":
             conv.append({"role": "assistant", "content": "", "tool_calls": _calls(content, i)})
         elif role == "assistant" and t.get("tool_calls"):  # OpenAI style: the calls beside the text
@@ -157,10 +166,25 @@ def sharegpt(record: dict, src: DatasetSource) -> Chat:
                          "tool_calls": _calls([c.get("function", c) for c in t["tool_calls"]], i)})
         else:
             conv.append({"role": role, "content": text_of(content)})
+    alternating(conv)
     system = _system(record, src)
     if system and not (conv and conv[0]["role"] == "system"):  # a system turn of its own wins, as in LLaMA-Factory
         conv.insert(0, {"role": "system", "content": system})
     return Chat(conv, _tools(record, src))
+
+
+def alternating(conv: list[Message]) -> None:
+    """LLaMA-Factory's rule for a conversation (after a first system message): prompt turns (user, a tool's result)
+    and answers (the assistant's, function calls) take turns, a prompt first, an answer last; else Skipped."""
+    turns = conv[1:] if conv and conv[0]["role"] == "system" else conv
+    for i, m in enumerate(turns):
+        if (m["role"] == "assistant") != (i % 2 == 1):
+            first = say("data.skip_answer_first") if i == 0 else say("data.skip_same_role", i=i, role=m["role"])
+            raise Skipped(first)
+    if len(turns) % 2:
+        raise Skipped(say("data.skip_no_answer_last", n=len(turns)))
+    if not turns:
+        raise Skipped(say("data.skip_empty"))
 
 
 def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> Chat:
@@ -172,14 +196,12 @@ def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> 
         if media:
             raise DataError(say("data.record_media", keys=", ".join(media)))
     fmt = formatting or (src.formatting if src.formatting != "auto" else detect_format(record))
-    chat = alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
-    if not any(m["role"] == "assistant" and (m["content"].strip() or m.get("tool_calls")) for m in chat.messages):
-        raise DataError(say("data.no_answer_here"))
-    return chat
+    return alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
 
 
-def chats(src: DatasetSource, records: list[dict], first: int = 0) -> list[Chat]:
-    """Every record as a chat, or a DataError naming the file, the record and what to fix."""
+def chats(src: DatasetSource, records: list[dict], first: int = 0, skipped: list | None = None) -> list[Chat]:
+    """Every record as a chat, or a DataError naming the file, the record and what to fix; a record LLaMA-Factory
+    skips is left out (with ``skipped``: its number and why, appended)."""
     fmt = None
     if src.formatting == "auto" and records:
         try:
@@ -190,6 +212,9 @@ def chats(src: DatasetSource, records: list[dict], first: int = 0) -> list[Chat]
     for i, r in enumerate(records):
         try:
             out.append(chat_of(r, src, fmt))
+        except Skipped as e:
+            if skipped is not None:
+                skipped.append((first + i, e.args[0]))
         except DataError as e:
             raise DataError(say("data.record_error", path=src.where, i=first + i, why=e.args[0])) from None
     return out

@@ -17,3 +17,8 @@ Conversation = list[Message]
 
 class DataError(ValueError):
     """A dataset cannot be used; the message says which and how to fix it."""
+
+
+class Skipped(DataError):
+    """A record LLaMA-Factory skips (its turns out of order, no answer at its end, no response): left out and
+    counted, the first one shown; not an error of the dataset."""

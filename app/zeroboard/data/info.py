@@ -38,7 +38,9 @@ ENTRY_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "script_url", "formatting
 NOT_FOR_SFT = ("ranking", "cloud_file_name", "om_hub_url", "images", "videos", "audios", "chosen", "rejected", "kto_tag")
 # ...of which these make a dataset one that text-only supervised fine-tuning cannot train on as meant (LLaMA-Factory
 # refuses them too): media a text model would learn as the placeholder's letters, pairs meant for preference training
-REFUSED_FOR_SFT = ("images", "videos", "audios", "chosen", "rejected", "kto_tag")
+MEDIA = ("images", "videos", "audios")
+PREFERENCE = ("chosen", "rejected", "kto_tag")
+REFUSED_FOR_SFT = MEDIA + PREFERENCE
 
 
 @dataclass
@@ -92,6 +94,8 @@ def data_files(path: Path, name: str) -> tuple[list[Path], str]:
             raise DataError(say("data.folder_empty", name=name, path=str(path)))
     elif path.is_file():
         files = [path]
+    elif (kind := safeload.special_kind(path)) is not None:  # a FIFO would hold every read of it for ever
+        raise DataError(say("data.special_file", name=name, path=str(path), why=say(kind)))
     else:
         raise DataError(say("data.points_nowhere", name=name, path=str(path)))
     kinds = {FILE_TYPES.get(p.suffix.lower()) for p in files}
@@ -120,7 +124,7 @@ def _from_path(name: str, dataset_dir: str | Path) -> DatasetSource | None:
 
 def read_info(dataset_dir: str | Path, name: str) -> tuple[dict, Path]:
     info_path = _confined(Path(dataset_dir)) / "dataset_info.json"
-    if not info_path.is_file():
+    if not info_path.is_file() and safeload.special_kind(info_path) is None:
         raise DataError(say("data.no_info", name=name, info=str(info_path)))
     try:
         info = safeload.json_text(safeload.read_text(info_path, safeload.CONFIG), safeload.CONFIG)
@@ -165,12 +169,13 @@ def _mapping(entry: dict, key: str, known: tuple[str, ...], info: Path, name: st
 
 def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSource:
     unknown = [k for k in entry if k not in ENTRY_KEYS]
-    if entry.get("ranking"):
-        raise DataError(say("data.not_sft", name=name, keys="ranking", info=str(info)))
     columns = _mapping(entry, "columns", COLUMNS + NOT_FOR_SFT, info, name, unknown)
-    refused = [k for k in columns if k in REFUSED_FOR_SFT]
-    if refused:
-        raise DataError(say("data.not_sft", name=name, keys=", ".join(f"columns.{k}" for k in refused), info=str(info)))
+    preference = (["ranking"] if entry.get("ranking") else []) + [f"columns.{k}" for k in columns if k in PREFERENCE]
+    if preference:
+        raise DataError(say("data.not_sft_pref", name=name, keys=", ".join(preference), info=str(info)))
+    media = [k for k in columns if k in MEDIA]
+    if media:
+        raise DataError(say("data.not_sft", name=name, keys=", ".join(f"columns.{k}" for k in media), info=str(info)))
     unknown += [f"columns.{k}" for k in columns if k in NOT_FOR_SFT]
     columns = {k: v for k, v in columns.items() if k in COLUMNS}
     tags = _mapping(entry, "tags", TAGS, info, name, unknown)

@@ -1,7 +1,7 @@
 """Tool descriptions and tool calls as text, in the formats LLaMA-Factory writes for its named templates.
 
 Model text, not the page's words: what the model reads (the tool prompts, and
-the default system prompts of the qwen and alpaca templates), as
+the default system prompts of the qwen, alpaca, vicuna, smollm2 and zephyr templates), as
 LLaMA-Factory's templates of the same name write it.
 
 Pure Python with Jinja.  Each format is two Jinja macros that a named
@@ -25,6 +25,10 @@ import json
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 ALPACA_SYSTEM = ("Below is an instruction that describes a task. Write a response that appropriately completes the "
                  "request.\n\n")
+VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+                 "detailed, and polite answers to the user's questions.")
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
+ZEPHYR_SYSTEM = "You are Zephyr, a helpful assistant."
 
 
 def _lit(text: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..words import Msg, say
-from . import devices
 from .spec import JobSpec
 
 
@@ -41,13 +40,20 @@ BOUNDS: dict[str, Bound] = {
     "cutoff_len": Bound(8, 1_048_576, "check.cutoff_range", "check.cutoff_range"),
     "lora_rank": Bound(1, 65536, high_key="bound.lora"),
     "lora_alpha": Bound(1, 65536, high_key="bound.lora_alpha"),
-    "preprocessing_num_workers": Bound(0, None, "check.not_negative"),  # high: the cores (see below)
+    # worker processes: above this machine's cores a note and a clamp (checks._check_workers: the file may be meant for
+    # a cluster node); above 256, no machine's
+    "preprocessing_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),
+    "dataloader_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),
+    "max_cell_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
+    "max_record_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
     "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores
     "master_port": Bound(0, 65535, "check.port_range", "check.port_range"),
     "slurm_gpus_per_node": Bound(0, 1024, "check.not_negative", "bound.per_node"),
     "slurm_cpus_per_task": Bound(0, 65536, "check.not_negative", "bound.per_node"),
+    "stall_factor": Bound(0, 1000, "check.not_negative", "bound.stall_factor"),
+    "stall_min_s": Bound(1, 7 * 86400, "check.at_least_one", "bound.stall_min_s"),
 }
 
 
@@ -67,17 +73,15 @@ def _shown(x: float | None) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def check(spec: JobSpec, errors: dict[str, Msg]) -> None:
-    """Every bounded field of ``spec``; the first problem per field goes into ``errors``."""
+def check(spec: JobSpec, errors: dict[str, Msg], warnings: dict[str, Msg] | None = None) -> None:
+    """Every bounded field of ``spec``; the first problem per field goes into ``errors`` (notes into ``warnings``)."""
+    warnings = {} if warnings is None else warnings
     for name in BOUNDS:
         msg = problem(name, getattr(spec, name))
         if msg is not None:
             errors.setdefault(name, msg)
     if spec.max_steps == 0 and spec.num_train_epochs <= 0 and "num_train_epochs" not in errors:
         errors["num_train_epochs"] = say("check.epochs_positive")
-    cores = devices.cpu_count()
-    if spec.preprocessing_num_workers > cores and "preprocessing_num_workers" not in errors:
-        errors["preprocessing_num_workers"] = say("bound.workers", got=spec.preprocessing_num_workers, cores=cores)
     if spec.val_size < 0 or (spec.val_size >= 1 and not float(spec.val_size).is_integer()) or spec.val_size > 1e9:
         errors["val_size"] = say("data.val_size_range", got=spec.val_size)
     elif spec.val_size > 0 and spec.eval_dataset:

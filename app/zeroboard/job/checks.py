@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import info as datainfo, scan
+from ..data import info as datainfo, records as datarecords, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, folders, hub, liger, modelinfo, samples, slurm, trackers
+from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
 from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
@@ -71,8 +71,11 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
         return None
     p = Path(m).expanduser()
     if p.is_dir():
-        if not (p / "config.json").is_file():
-            r.errors["model_name_or_path"] = say("check.model_no_config", path=m)
+        problem = modelinfo.config_problem(p)  # a FIFO, 1e400, a key twice: refused naming the file and the key
+        if problem is None and not (p / "config.json").is_file():
+            problem = say("check.model_no_config", path=m)
+        if problem is not None:
+            r.errors["model_name_or_path"] = problem
             return None
         return p
     if is_demo_model(m):
@@ -93,7 +96,9 @@ def _check_model(spec: JobSpec, r: Report) -> Path | None:
 
 
 def path_too_long(value: str) -> Msg | None:
-    """Why a path cannot exist on this filesystem (a name or the whole path too long), or None."""
+    """Why a path cannot exist on this filesystem (a NUL byte, a name or the whole path too long), or None."""
+    if workspace.has_nul(value):
+        return say("safe.nul_in_path")
     long = workspace.too_long(value, workspace.current().root) if value else None
     if long is None:
         return None
@@ -137,6 +142,8 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
         write_demo_data(spec.dataset_dir)
     sample: list = []
     total: int | None = 0
+    sizes = datarecords.DEFAULT if {"max_cell_bytes", "max_record_bytes"} & set(r.errors) else \
+        datarecords.Sizes(spec.max_cell_bytes, spec.max_record_bytes)
     for name_field, names in (("dataset", spec.dataset), ("eval_dataset", spec.eval_dataset)):
         for name in names:
             try:
@@ -150,18 +157,37 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
                 r.warnings.setdefault(name_field, say("data.hub_note", name=name, where=src.where))
                 total = None if name_field == "dataset" else total
                 continue
-            scanned = scan.scan(src)
+            scanned = scan.scan(src, sizes)
             if scanned.error is not None:
                 r.errors[name_field] = scanned.error
                 return None
+            if scanned.skipped:  # as LLaMA-Factory skips them: counted and said, trained without them
+                r.warnings.setdefault(name_field, say("data.skipped_records", name=name, n=scanned.skipped,
+                                                      total=scanned.records, first=scanned.first_skipped))
             if name_field == "dataset":
                 sample += scanned.first
                 if total is not None:
-                    total += min(scanned.records, src.num_samples or scanned.records)
+                    used = scanned.records - scanned.skipped
+                    total += min(used, src.num_samples or used)
     _check_cutoff(spec, model_dir, sample[:samples.SAMPLE * 2], r)
     if total is not None and spec.max_samples:
         total = min(total, spec.max_samples * len(spec.dataset))
     return total
+
+
+def _check_mixing(spec: JobSpec, r: Report) -> None:
+    """interleave_probs as LLaMA-Factory takes them: with an interleave mixing, one per dataset (and per evaluation
+    dataset), each a probability, summing to 1."""
+    probs = spec.interleave_probs
+    if not probs:
+        return
+    if spec.mix_strategy == "concat":
+        r.errors["interleave_probs"] = say("check.probs_concat")
+    elif len(probs) != len(spec.dataset) or (spec.eval_dataset and len(probs) != len(spec.eval_dataset)):
+        r.errors["interleave_probs"] = say("check.probs_count", n=len(probs), datasets=len(spec.dataset),
+                                           evals=len(spec.eval_dataset) or "-")
+    elif any(not 0 <= p <= 1 for p in probs) or abs(sum(probs) - 1) > 1e-6:
+        r.errors["interleave_probs"] = say("check.probs_sum", total=round(sum(probs), 6))
 
 
 def _check_batch(spec: JobSpec, where: Placement, records: int | None, r: Report) -> None:
@@ -229,15 +255,16 @@ def _check_output(spec: JobSpec, r: Report) -> None:
 
 
 def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: Report) -> None:
+    have = [g.index for g in gpus]
+    wrong = [i for i in spec.gpu_ids if i not in have]
+    if wrong and spec.launcher != "slurm":  # a GPU that is not there, whatever the device type: never a quiet CPU run
+        r.errors["gpu_ids"] = say("check.gpu_missing", wrong=", ".join(map(str, wrong)), have=", ".join(map(str, have))) \
+            if have else say("check.gpu_none_here", wrong=", ".join(map(str, wrong)))
     if spec.device_type == "cuda" and not gpus:
         r.errors["device_type"] = say("check.no_gpu")
         return
     if where.kind == "cuda":
-        have = [g.index for g in gpus]
-        wrong = [i for i in spec.gpu_ids if i not in have]
-        if wrong:
-            r.errors["gpu_ids"] = say("check.gpu_missing", wrong=", ".join(map(str, wrong)), have=", ".join(map(str, have)))
-        elif len(set(spec.gpu_ids)) != len(spec.gpu_ids):
+        if not wrong and len(set(spec.gpu_ids)) != len(spec.gpu_ids):
             r.errors["gpu_ids"] = say("check.gpu_twice")
         old = [g.index for g in where.chosen if not g.supports_bf16]
         if spec.precision == "bf16" and old:
@@ -250,8 +277,20 @@ def _check_devices(spec: JobSpec, gpus: list[devices.Gpu], where: Placement, r: 
             r.errors["num_processes"] = say("check.processes_cores", n=spec.num_processes, cores=cores)
         if spec.precision == "fp16":
             r.errors["precision"] = say("check.fp16_cpu")
-        if spec.gpu_ids:
+        if spec.gpu_ids and "gpu_ids" not in r.errors:
             r.warnings["gpu_ids"] = say("check.gpu_ids_ignored")
+
+
+def _check_workers(spec: JobSpec, r: Report) -> None:
+    """Worker processes past this machine's cores: said, not refused (a file written for a cluster node); the trainer
+    uses at most the cores it has (``dataprep.workers``, ``mapping.dataloader_workers``)."""
+    if spec.launcher == "slurm":  # a cluster node's cores are its own
+        return
+    cores = devices.cpu_count()
+    for name in ("preprocessing_num_workers", "dataloader_num_workers"):
+        n = getattr(spec, name)
+        if n > cores and name not in r.errors:
+            r.warnings[name] = say("check.workers_clamped", n=n, cores=cores)
 
 
 def _check_nodes(spec: JobSpec, r: Report) -> None:
@@ -286,42 +325,15 @@ def _check_deepspeed(spec: JobSpec, where: Placement, r: Report) -> None:
     if spec.deepspeed_stage != "none" and spec.deepspeed_stage != where.stage:
         r.errors["deepspeed_stage"] = say("check.stage_mismatch", stage=spec.deepspeed_stage,
                                           file=Path(spec.deepspeed).name, own=where.stage)
-    wrong = ds_disagreements(spec, where)
+    wrong = dscheck.disagreements(spec, where)
     if wrong:
         r.errors["deepspeed"] = say("check.ds_disagrees", file=Path(spec.deepspeed).name, fields="; ".join(wrong))
-
-
-def ds_disagreements(spec: JobSpec, where: Placement) -> list[str]:
-    """Values a DeepSpeed file of one's own fixes that the job sets otherwise ("auto" agrees with anything).
-
-    The Trainer fills "auto" from the job and refuses a number that differs, after the ranks started; the batch
-    identity train_batch_size = micro-batch x accumulation x world size is DeepSpeed's own check.
-    """
-    cfg = where.ds_config or {}
-    mbs, gas = spec.per_device_train_batch_size, spec.gradient_accumulation_steps
-    wanted = {"train_micro_batch_size_per_gpu": mbs, "gradient_accumulation_steps": gas,
-              "train_batch_size": mbs * gas * where.world_size, "gradient_clipping": spec.max_grad_norm}
-    out = []
-    for key, want in wanted.items():
-        have = cfg.get(key, "auto")
-        if have != "auto" and not _same(have, want):
-            out.append(f"{key} {have} ≠ {want}")
-    for half in ("fp16", "bf16"):
-        enabled = (cfg.get(half) or {}).get("enabled", "auto") if isinstance(cfg.get(half), dict) else "auto"
-        if enabled != "auto" and bool(enabled) != (where.precision == half):
-            out.append(f"{half}.enabled {str(enabled).lower()} ≠ precision {where.precision}")
-    params = ((cfg.get("optimizer") or {}).get("params") or {}) if isinstance(cfg.get("optimizer"), dict) else {}
-    for key, want in (("lr", spec.learning_rate), ("weight_decay", spec.weight_decay)):
-        if params.get(key, "auto") != "auto" and not _same(params[key], want):
-            out.append(f"optimizer.params.{key} {params[key]} ≠ {want}")
-    return out
-
-
-def _same(have, want) -> bool:
-    try:
-        return abs(float(have) - float(want)) <= 1e-12 * max(1.0, abs(float(want)))
-    except (TypeError, ValueError):
-        return False
+    elif where.ds_config is not None:  # DeepSpeed's own verdict on the file, before the ranks meet it
+        refused, note = dscheck.check(where.ds_config)
+        if refused is not None:
+            r.errors["deepspeed"] = say("check.ds_refused", file=Path(spec.deepspeed).name, why=refused)
+        elif note is not None:
+            r.warnings.setdefault("deepspeed", note)
 
 
 def _check_speed(spec: JobSpec, where: Placement, model_dir: Path | None, r: Report) -> None:
@@ -396,11 +408,13 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     gpus = devices.detect_gpus() if gpus is None else gpus
     where = where or place(spec, gpus)
     model_dir = _check_model(spec, r)
-    bounds.check(spec, r.errors)
+    bounds.check(spec, r.errors, r.warnings)
     records = _check_data(spec, model_dir, r)
+    _check_mixing(spec, r)
     _check_lora(spec, model_dir, r)
     _check_output(spec, r)
     _check_devices(spec, gpus, where, r)
+    _check_workers(spec, r)
     _check_nodes(spec, r)
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)

@@ -7,7 +7,6 @@ run the very same argv (no shell).  The shell line is only a rendering of it.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ from ..words import say
 from . import checks, devices, dstune, placement as placemod, presets, slurm as slurmmod
 from .placement import Placement, cache_dir
 from .ports import free_port, port_is_free
+from .quoting import shell_line
 from .spec import FIELDS, JobSpec, changed, to_flags
 
 __all__ = ["Command", "Prepared", "build", "cache_dir", "check_and_build", "free_port", "port_is_free", "with_port"]
@@ -54,9 +54,8 @@ class Command:
         return len(self.devices)
 
     def shell(self) -> str:
-        """A copy-pasteable POSIX shell line for the same argv and environment."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return (env + " " if env else "") + shlex.join(self.argv)
+        """A copy-pasteable bash line for the same argv and environment (every value one quoted word)."""
+        return shell_line(self.env, self.argv)
 
     def full_env(self) -> dict[str, str]:
         return {**os.environ, **self.env}
@@ -173,7 +172,8 @@ def _on_slurm(spec: JobSpec, where: Placement, env: dict[str, str], flags: list[
     else:  # the task's cores (not this machine's) shared by its ranks
         env["OMP_NUM_THREADS"] = str(max(1, (spec.slurm_cpus_per_task or n) // n))
     env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[rank${rank}]:"
-    argv = [*_launcher("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n), "-m", TRAINER_MODULE, *flags]
+    argv: list[str | slurmmod.OnNode] = [*_launcher("torchrun"), "--tee", "3", *slurmmod.torchrun_args(spec, port, n),
+                                          "-m", TRAINER_MODULE, *flags]
     run = (Path(os.getcwd()) / spec.output_dir).resolve()
     script = slurmmod.render(spec, argv, env, run, os.getcwd(), n)
     return Command(["sbatch", "--parsable", str(run / slurmmod.SCRIPT_FILE)], {}, os.getcwd(), where.ds_path, "slurm",

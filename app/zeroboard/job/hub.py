@@ -15,7 +15,6 @@ time, as the trainer's own process will read it: ``HF_HUB_CACHE`` /
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import urllib.error
@@ -23,6 +22,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from .. import safeload
 from ..words import say
 
 RETRY_S = 60  # after a failed fetch, the network is asked again only after this
@@ -95,7 +95,9 @@ def _fetch_once(repo_id: str) -> dict:
     except (OSError, ValueError) as e:  # no network, a refused connection, a timeout
         raise _Failed(f"{type(e).__name__}: {str(getattr(e, 'reason', e))[:200]}") from None
     try:
-        cfg = json.loads(data)
+        cfg = safeload.json_text(data.decode("utf-8", errors="replace"))
+    except safeload.Refused as e:
+        raise _Failed(say(e.key, **e.values)) from None
     except ValueError as e:
         raise _Failed(str(e)[:200]) from None
     if not isinstance(cfg, dict):
@@ -105,7 +107,9 @@ def _fetch_once(repo_id: str) -> dict:
 
 def _read(path: str, repo_id: str, error) -> dict:
     try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+        cfg = safeload.json_text(safeload.read_text(path, safeload.CONFIG))
+    except safeload.Refused as e:  # past the limits, a key twice, a number that is not finite
+        raise error(say("check.config_unsafe", path=str(path), why=say(e.key, **e.values))) from None
     except (OSError, ValueError) as e:
         raise error(say("plan.config_not_json", path=str(path), why=str(e)[:200])) from None
     if not isinstance(cfg, dict):

@@ -7,7 +7,8 @@ Every field of :class:`~zeroboard.job.spec.JobSpec` declares this in its own def
   them (``resolved``: what the trainer settles on the machine first, see :class:`Resolved`);
 - ``own("data")``: no Trainer argument; ZeroBoard itself reads it -- ``data`` (tokenizing the data), ``model``
   (loading the model and its adapters), ``launch`` (the command, its environment and the DeepSpeed preset it names),
-  ``run`` (the trainer's own steps, such as resuming);
+  ``run`` (the trainer's own steps, such as resuming), ``watch`` (the run's supervisor, which watches it: whether
+  it still moves);
 - both, when a field does two things (``trainer("gradient_checkpointing", own="model")``).
 
 The trainer's arguments (:func:`~zeroboard.job.spec.trainer_arguments`) and the arguments the job owns
@@ -19,11 +20,12 @@ Light (stdlib only): the web server imports the spec.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-PARTS = ("data", "model", "launch", "run")  # ZeroBoard's own readers of a field
+PARTS = ("data", "model", "launch", "run", "watch")  # ZeroBoard's own readers of a field
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,17 @@ def eval_steps(job, _: Resolved) -> dict:
     return {}
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def dataloader_workers(job, _: Resolved) -> dict:
+    """At most the cores of the machine the trainer runs on: a file written for a cluster node may ask for more
+    (the checks say so before launch; here it is clamped)."""
+    return {"dataloader_num_workers": min(job.dataloader_num_workers, cores())}
+
+
 def liger(_, resolved: Resolved) -> dict:
     """The kernels as the trainer resolved ``liger_kernel`` on this machine and model (auto: on where they work)."""
     return {"use_liger_kernel": True, "liger_kernel_config": resolved.liger_config} if resolved.liger else {}
@@ -100,4 +113,17 @@ def deepspeed(_, resolved: Resolved) -> dict:
 
 
 def extra_args(job, _: Resolved) -> dict:
-    return dict(job.extra_args)
+    """The extra TrainingArguments as given; a DataLoader worker count above the cores of the machine that runs
+    this (the trainer's) is used as the cores (the checks noted it: a count meant for a larger machine)."""
+    out = dict(job.extra_args)
+    n, cores = out.get("dataloader_num_workers"), _cores()
+    if isinstance(n, int) and not isinstance(n, bool) and n > cores:
+        out["dataloader_num_workers"] = cores
+    return out
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from .. import files, safeload
-from . import placement
+from ..words import Msg, say
+from ..workspace import cache_dir
 
 HEADER_LIMIT = 100_000_000  # the safetensors format's own bound on its JSON header
 
@@ -66,7 +67,7 @@ def version(dist: str) -> str | None:
 
 def safetensors_header(path: Path) -> dict:
     """A safetensors file's header: tensor name -> dtype, shape and offsets (plus ``__metadata__``)."""
-    with Path(path).open("rb") as fh:
+    with safeload.open_binary(path) as fh:  # a FIFO named *.safetensors is refused, not waited on
         (n,) = struct.unpack("<Q", fh.read(8))
         if n > HEADER_LIMIT:
             raise ValueError(n)  # not a safetensors file: read as having no names
@@ -119,7 +120,56 @@ def model_config(model_dir: Path | None) -> dict | None:
         cfg = safeload.json_text(safeload.read_text(model_dir / "config.json", safeload.CONFIG)) if model_dir else None
     except (OSError, ValueError):  # safeload.Refused is a ValueError: a config past the limits is no config
         return None
-    return cfg if isinstance(cfg, dict) else None
+    return cfg if isinstance(cfg, dict) and size_problem(cfg) is None else None
+
+
+# config.json's sizes, which the checks, the planner and the model's own code compute with: whole numbers, at most
+# 2**31 (no layer, vocabulary or context of a model that exists comes near; a larger one is a typo or an attack --
+# "hidden_size": 1e400 is infinity to JSON, and int(infinity) raised in the checks)
+SIZE_KEYS = ("hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads",
+             "n_head", "num_key_value_heads", "num_kv_heads", "head_dim", "intermediate_size", "n_inner", "ffn_dim",
+             "ffn_hidden_size", "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
+             "max_window_layers")
+MAX_SIZE = 1 << 31
+TOKENIZER_CONFIG = safeload.Limits(max_bytes=32 << 20, max_nodes=10_000_000)  # added tokens can make it large
+
+
+def size_problem(cfg: dict) -> tuple[str, object] | None:
+    """The first size of a config (its text_config's too) that is no whole number from 0 to MAX_SIZE, as
+    (key, value); None when all are."""
+    for where, part in (("", cfg), ("text_config.", cfg.get("text_config"))):
+        if not isinstance(part, dict):
+            continue
+        for key in SIZE_KEYS:
+            v = part.get(key)
+            if v is None:
+                continue
+            whole = isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer()
+            if not whole or not 0 <= v <= MAX_SIZE:
+                return where + key, v
+    return None
+
+
+def config_problem(model_dir: Path) -> Msg | None:
+    """Why a model folder's config.json (and tokenizer_config.json, when there is one) cannot be used: a special
+    file, past the limits, a key given twice, a number that is not finite, a size out of range, not JSON. None when
+    both read well (a folder without config.json is the caller's to word)."""
+    for name, limits in (("config.json", safeload.CONFIG), ("tokenizer_config.json", TOKENIZER_CONFIG)):
+        path = Path(model_dir) / name
+        if not path.exists() and safeload.special_kind(path) is None:
+            continue
+        try:
+            cfg = safeload.json_text(safeload.read_text(path, limits), limits)
+        except safeload.Refused as e:
+            return say("check.config_unsafe", path=str(path), why=say(e.key, **e.values))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            return say("plan.config_not_json", path=str(path), why=getattr(e, "strerror", None) or str(e)[:200])
+        if not isinstance(cfg, dict):
+            return say("plan.config_not_json", path=str(path), why=type(cfg).__name__)
+        wrong = size_problem(cfg) if name == "config.json" else None
+        if wrong is not None:
+            return say("check.config_size", path=str(path), key=wrong[0], got=repr(wrong[1])[:40], limit=f"{MAX_SIZE:,}")
+    return None
 
 
 def model_type(model_dir: Path | None) -> str | None:
@@ -134,7 +184,7 @@ def training_arguments() -> dict[str, dict]:
     ver = version("transformers")
     if ver is None:
         return {}
-    cache = placement.cache_dir() / "library" / f"training_arguments-v2-{ver}.json"
+    cache = cache_dir() / "library" / f"training_arguments-v2-{ver}.json"
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if isinstance(data, dict) and data:

@@ -12,19 +12,14 @@ Light (stdlib only): the web server calls it on every form change.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import safeload
+from .. import safeload, workspace
 from ..words import Msg, say
+from ..workspace import cache_dir
 from . import bounds, devices
 from .spec import JobSpec
-
-
-def cache_dir() -> Path:
-    """Where the DeepSpeed presets (and the demo model, the runs index) live: ``$ZEROBOARD_CACHE`` or ``cache``."""
-    return Path(os.environ.get("ZEROBOARD_CACHE", "cache"))
 
 
 @dataclass(frozen=True)
@@ -161,8 +156,11 @@ def resolve_precision(spec: JobSpec, kind: str, chosen: list[devices.Gpu]) -> st
 
 
 def read_config(path: str) -> tuple[dict | None, Msg | None]:
-    """A DeepSpeed JSON file's content, or None and why it cannot be used."""
+    """A DeepSpeed JSON file's content, or None and why it cannot be used (nothing outside the workspace is read)."""
     p = Path(path)
+    ws = workspace.current()
+    if not ws.readable(p):
+        return None, say("check.read_outside", path=str(p), roots=ws.describe())
     try:
         cfg = safeload.json_text(safeload.read_text(p, safeload.CONFIG), safeload.CONFIG)
     except safeload.Refused as e:

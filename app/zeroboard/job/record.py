@@ -55,6 +55,8 @@ LAUNCH_FILE = "launch.json"  # who asked for the run, and what its supervisor ne
 SUPERVISOR_LOG = "supervisor.log"  # the supervisor's own output
 STATE_FILE = "state.json"  # the run's state: its supervisor writes it, or -- once that is gone -- whoever settles it
 STATE_LOCK = "state.lock"  # held by the supervisor for its life: whoever else writes state.json must take it first
+STATE_RESERVE = "state.reserve"  # room the supervisor sets aside for the run's last word (freed to write it on a full disk)
+HEARTBEAT_FILE = "heartbeat"  # each rank's sign of life and progress, one fixed slot per rank (job.heartbeat)
 LOG_FILE = "launcher.log"  # everything the launcher and its ranks printed
 TRAIN_LOG = "train.log"  # rank 0's own log
 PLAN_FILE = "plan.json"  # the memory plan made at launch
@@ -66,7 +68,8 @@ DS_RESOLVED_FILE = "ds_config.resolved.json"
 WORKER_FILE = "worker.json"  # a chat worker's own word: loading or ready, what it holds, its memory, where it listens
 # every file ZeroBoard itself writes into a run folder: a folder holding only these (and checkpoints) is a run's
 RECORD_FILES = (OWNER_FILE, EVENTS_FILE, JOB_FILE, SPEC_FILE, COMMAND_FILE, LAUNCH_FILE, SUPERVISOR_LOG, STATE_FILE, STATE_LOCK,
-                LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE, DS_RESOLVED_FILE, SBATCH_FILE)
+                STATE_RESERVE, HEARTBEAT_FILE, LOG_FILE, TRAIN_LOG, PLAN_FILE, RESULT_FILE, STOP_REQUEST, DS_CONFIG_FILE,
+                DS_RESOLVED_FILE, SBATCH_FILE)
 
 
 class EventWriter:

@@ -12,12 +12,13 @@ nothing from it.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import safeload
 from ..data import chat, tokens
 from ..data.convert import Chat
+from . import modelinfo
 
 SAMPLE = 64  # samples per dataset looked at before launch
 
@@ -35,11 +36,12 @@ def _load(model_dir: str, mtime: float):
 
     tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
     cfg_path = Path(model_dir) / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    cfg = safeload.json_text(safeload.read_text(cfg_path, modelinfo.TOKENIZER_CONFIG), modelinfo.TOKENIZER_CONFIG) \
+        if cfg_path.is_file() else {}
     template = cfg.get("chat_template")
     jinja = Path(model_dir) / "chat_template.jinja"
     if not template and jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
+        template = safeload.read_text(jinja, safeload.CONFIG)
     if isinstance(template, list):  # several named templates: the default one
         template = next((t.get("template") for t in template if t.get("name") == "default"), None)
     special = {k: _token(cfg.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}

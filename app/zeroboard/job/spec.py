@@ -27,15 +27,20 @@ import yaml
 
 from .. import safeload
 from ..words import Msg, help_text as _help, say
-from . import mapping
+from . import lfcompat, mapping
 from .mapping import own, trainer
+from .quoting import control_within, refusal
 
 FinetuningType = Literal["lora", "full"]
 Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
 Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
-Template = Literal["auto", "chat", "plain", "alpaca", "chatml", "gemma", "llama3", "mistral", "phi", "qwen"]
+# auto/chat: the tokenizer's own; plain: ZeroBoard's; the rest: LLaMA-Factory's templates of those names (data.chat)
+Template = Literal["auto", "chat", "plain", "default", "empty", "alpaca", "vicuna", "chatml", "qwen", "qwen3",
+                   "qwen3_nothink", "llama2", "llama3", "mistral", "ministral", "gemma", "gemma3", "phi", "phi4",
+                   "granite3", "smollm", "smollm2", "starchat", "yi", "zephyr", "deepseek"]
+MixStrategy = Literal["concat", "interleave_under", "interleave_over", "interleave_once"]
 OnOff = Literal["auto", "on", "off"]
 Truncation = Literal["proportional", "end"]
 Attention = Literal["auto", "sdpa", "eager", "flash_attention_2"]
@@ -71,6 +76,8 @@ class JobSpec:
     # --- data ------------------------------------------------------------------
     dataset_dir: str = _f(DEMO_DATA_DIR, "data", to=own("data"))
     dataset: list[str] = _f(["identity", "demo_alpaca"], "data", to=own("data"))
+    mix_strategy: MixStrategy = _f("concat", "data", to=own("data"))
+    interleave_probs: list[float] = _f([], "data", to=own("data"))
     template: Template = _f("auto", "data", to=own("data"))
     cutoff_len: int = _f(128, "data", to=own("data"))
     truncation: Truncation = _f("proportional", "data", to=own("data"))
@@ -78,7 +85,10 @@ class JobSpec:
     val_size: float = _f(0.0, "data", to=own("data"))
     eval_dataset: list[str] = _f([], "data", to=own("data"))
     preprocessing_num_workers: int = _f(0, "data", to=own("data"))
+    dataloader_num_workers: int = _f(0, "data", to=trainer("dataloader_num_workers", value=mapping.dataloader_workers))
     overwrite_cache: bool = _f(False, "data", to=own("data"))
+    max_cell_bytes: int = _f(safeload.MAX_CELL_BYTES, "data", to=own("data"))
+    max_record_bytes: int = _f(safeload.RECORD.max_bytes, "data", to=own("data"))
     # --- hyperparameters -------------------------------------------------------
     learning_rate: float = _f(5e-5, "train", to=trainer("learning_rate"))
     num_train_epochs: float = _f(3.0, "train", to=trainer("num_train_epochs"))
@@ -111,6 +121,8 @@ class JobSpec:
     output_dir: str = _f("runs/demo", "output", to=trainer("output_dir", own="run"))
     resume: bool = _f(False, "output", to=own("run"))
     report_to: Tracker = _f("none", "output", to=trainer("report_to", own="run"))
+    stall_factor: float = _f(10.0, "output", launch_only=True, to=own("watch"))
+    stall_min_s: float = _f(30.0, "output", launch_only=True, to=own("watch"))
     # --- devices and DeepSpeed -------------------------------------------------
     device_type: DeviceType = _f("auto", "devices", to=trainer("use_cpu", "ddp_backend", value=mapping.device_type,
                                                                    own="launch"))
@@ -247,11 +259,11 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError(say("spec.list", got=_shown(value)))
         if len(value) > MAX_ITEMS:
             raise ValueError(say("spec.too_many", n=len(value), limit=MAX_ITEMS))
-        if item is int:
+        if item in (int, float):
             try:
-                return [_number(name, v, whole=True) for v in value]
+                return [_number(name, v, whole=item is int) for v in value]
             except ValueError:
-                raise ValueError(say("spec.int_list", got=_shown(value))) from None
+                raise ValueError(say("spec.int_list" if item is int else "spec.number_list", got=_shown(value))) from None
         if any(isinstance(v, (dict, list)) for v in value):
             raise ValueError(say("spec.list_of_text", got=_shown(value)))
         return [t for t in (_text(v) for v in value) if t]
@@ -269,6 +281,9 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError(say("spec.mapping", got=_shown(value)))
         if safeload.depth(value) > 8 or len(json.dumps(value, default=str)) > MAX_EXTRA_JSON:
             raise ValueError(say("safe.value_too_big", limit=f"{MAX_EXTRA_JSON >> 10} KiB"))
+        found = control_within(value)  # keys and string values at any depth: names, paths, choices
+        if found is not None:
+            raise ValueError(say("spec.control_in", key=found[0], char=found[2], pos=found[1]))
         return dict(value)
     raise TypeError(f"unhandled type {t} for {name}")  # pragma: no cover - a schema bug
 
@@ -278,7 +293,11 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) > limit:
         raise ValueError(say("spec.too_long", n=f"{len(text):,}", limit=f"{limit:,}"))
-    return text.strip()
+    text = text.strip()
+    problem = refusal(text)  # every text field is a name, a path or an option: none holds a control character
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def _shown(value: Any, limit: int = 80) -> str:
@@ -289,22 +308,23 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def from_dict(data: dict[str, Any]) -> JobSpec:
-    """Build a spec from a mapping, converting types; unknown keys are errors."""
-    problems: dict[str, Msg] = {}
+def from_dict(data: dict[str, Any], notes: dict[str, Msg] | None = None) -> JobSpec:
+    """Build a spec from a mapping, converting types; unknown keys are errors.
+
+    LLaMA-Factory's keys are read as :mod:`.lfcompat`'s table says (``bf16: true`` is ``precision: bf16``, ...);
+    ``notes`` collects its one-line notes (keys accepted with no effect here, defaults taken), by key."""
+    read = lfcompat.translate(data, FIELDS)
+    problems: dict[str, Msg] = dict(read.problems)
     values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in FIELDS:
-            key = _shown(key) if not isinstance(key, str) or len(key) > 80 else key
-            close = [n for n in FIELDS if str(key).replace("-", "_") == n or str(key) in n]
-            problems[key] = say("spec.unknown_near", near=close[0]) if close else say("spec.unknown")
-            continue
+    for key, value in read.values.items():
         try:
             values[key] = coerce(key, value)
         except ValueError as e:
             problems[key] = e.args[0]
     if problems:
         raise SpecError(problems)
+    if notes is not None:
+        notes.update(read.notes)
     return JobSpec(**values)
 
 
@@ -318,8 +338,9 @@ def changed(spec: JobSpec) -> dict[str, Any]:
     return {k: v for k, v in to_dict(spec).items() if base[k] != v}
 
 
-def load_yaml(path: str | Path) -> JobSpec:
-    """Read a job file. Raises SpecError naming the file when it cannot be used."""
+def load_yaml(path: str | Path, notes: dict[str, Msg] | None = None) -> JobSpec:
+    """Read a job file (ours, or LLaMA-Factory's: ``notes`` collects what it says of it). Raises SpecError naming the
+    file when it cannot be used."""
     p = Path(path)
     try:
         text = safeload.read_text(p, safeload.JOB)
@@ -327,19 +348,19 @@ def load_yaml(path: str | Path) -> JobSpec:
         raise SpecError({"file": say("spec.unsafe", path=str(p), why=say(e.key, **e.values))}) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError({"file": say("spec.cannot_read", path=str(p), why=getattr(e, "strerror", None) or str(e))}) from None
-    return loads_yaml(text, source=str(p))
+    return loads_yaml(text, source=str(p), notes=notes)
 
 
-def loads_yaml(text: str, source: str = "job") -> JobSpec:
-    return from_dict(read_mapping(text, source))
+def loads_yaml(text: str, source: str = "job", notes: dict[str, Msg] | None = None) -> JobSpec:
+    return from_dict(read_mapping(text, source), notes)
 
 
 def read_mapping(text: str, source: str = "job") -> dict:
     """The option: value mapping of a job file's text (SpecError naming ``source`` when it is none)."""
     try:
         data = safeload.yaml_text(text, safeload.JOB)
-    except safeload.Refused as e:
-        raise SpecError({"file": say("spec.unsafe", path=source, why=say(e.key, **e.values))}) from None
+    except safeload.Refused as e:  # a key given twice or a number that is not finite names its option
+        raise SpecError({e.field or "file": say("spec.unsafe", path=source, why=say(e.key, **e.values))}) from None
     except yaml.YAMLError as e:
         raise SpecError({"file": say("spec.not_yaml", path=source, why=str(e)[:400])}) from None
     if data is None:
@@ -354,11 +375,11 @@ def dump_yaml(spec: JobSpec, full: bool = True) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def load_job(path: str | Path | None) -> JobSpec:
+def load_job(path: str | Path | None, notes: dict[str, Msg] | None = None) -> JobSpec:
     """A job file, or with none the offline demo's job (``examples/demo.yaml``, else the defaults)."""
     if path is None:
         return load_yaml(DEMO_JOB) if Path(DEMO_JOB).is_file() else JobSpec()
-    return load_yaml(path)
+    return load_yaml(path, notes)
 
 
 def apply_overrides(job: JobSpec, pairs: list[str]) -> JobSpec:
@@ -368,6 +389,7 @@ def apply_overrides(job: JobSpec, pairs: list[str]) -> JobSpec:
         key, eq, value = pair.partition("=")
         if not eq:
             raise SpecError({key: say("spec.override_form")})
+        data.pop(lfcompat.field_of(key.strip()), None)  # --set bf16=true replaces the job's precision
         data[key.strip()] = value
     return from_dict(data)
 

@@ -16,11 +16,12 @@ command line and the run view ask :func:`for_run` where a run's tracker wrote.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import safeload
 from . import modelinfo, record, spec as specmod
+from .quoting import shell
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def offered() -> list[str]:
 
 
 def install_hint(name: str) -> str:
-    return f"pip install {shlex.quote(TRACKERS[name].package)}"
+    return f"pip install {shell(TRACKERS[name].package)}"
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,11 @@ def where(name: str, run_dir: str | Path) -> Written | None:
         return None
     run = Path(run_dir)
     path = run / TRACKERS[name].folder
-    q = shlex.quote(str(path))
+    q = shell(str(path))
     if name == "tensorboard":
         return Written(name, str(path), f"tensorboard --logdir {q}", {"TENSORBOARD_LOGGING_DIR": str(path)})
     if name == "wandb":  # W&B makes RUN/wandb/offline-run-*/ itself, under the folder it is given
-        return Written(name, str(path), f"wandb sync {shlex.quote(str(path / 'latest-run'))}",
+        return Written(name, str(path), f"wandb sync {shell(str(path / 'latest-run'))}",
                        {"WANDB_MODE": "offline", "WANDB_DIR": str(run), "WANDB_PROJECT": PROJECT})
     if name == "mlflow":  # an absolute URI: the file store of this run, whatever the working folder; MLflow 3 keeps
         # the file store (in "maintenance mode") only when asked to: a database would need mlflow's server packages
@@ -97,8 +98,8 @@ def for_run(run_dir: str | Path) -> list[Written]:
     run = Path(run_dir)
     for name in (record.JOB_FILE, record.SPEC_FILE):
         try:
-            data = specmod.read_mapping((run / name).read_text(encoding="utf-8"), str(run / name))
-        except (OSError, UnicodeDecodeError, specmod.SpecError):
+            data = specmod.read_mapping(safeload.read_text(run / name, safeload.JOB), str(run / name))
+        except (OSError, ValueError):  # UnicodeDecodeError, SpecError and safeload.Refused are ValueErrors
             continue
         found = where(str(data.get("report_to") or "none"), run)
         return [found] if found is not None else []

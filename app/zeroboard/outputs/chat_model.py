@@ -20,31 +20,16 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass
 
 from ..job import devices as devmod
 from ..training import templates
-from ..words import say
+from ..words import Msg, say
+from .chat_settings import Settings
 from .chat_target import Target
 from .inspect import OutputError
 
 DTYPES = ("bf16", "fp16", "fp32")
-
-
-@dataclass
-class Settings:
-    """How to sample one answer. temperature 0: greedy."""
-
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    min_new_tokens: int = 0  # answers of a fixed length (the speed benchmark); 0: the end token ends an answer
-
-    @classmethod
-    def of(cls, data: dict) -> Settings:
-        return cls(int(data.get("max_new_tokens", 256)), float(data.get("temperature", 0.0)),
-                   float(data.get("top_p", 1.0)), int(data.get("seed", 0)), int(data.get("min_new_tokens", 0)))
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 
 
 def torch_dtype(name: str):
@@ -103,6 +88,27 @@ class ChatModel:
         text = templates.chat_text(messages, self.tokenizer)
         return self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
 
+    def context(self) -> int | None:
+        """How many positions the model reads (its config's, else the tokenizer's own limit), None when unknown."""
+        cfg = getattr(self.model, "config", None)
+        cfg = getattr(cfg, "get_text_config", lambda: cfg)() if cfg is not None else None
+        for key in CONTEXT_KEYS:
+            n = getattr(cfg, key, None)
+            if isinstance(n, int) and n > 0:
+                return n
+        n = getattr(self.tokenizer, "model_max_length", None)
+        return n if isinstance(n, int) and 0 < n < 1 << 24 else None  # transformers' "no limit" is 1e30
+
+    def prompt_budget(self, settings: Settings) -> tuple[int | None, Msg | None]:
+        """(how many tokens the prompt may take, or None for no bound; why nothing fits, or None)."""
+        context = self.context()
+        if context is not None and settings.max_new_tokens >= context:
+            return None, say("chat.answer_too_long", n=settings.max_new_tokens, context=context)
+        budget = None if context is None else context - settings.max_new_tokens
+        if settings.max_prompt_tokens:
+            budget = settings.max_prompt_tokens if budget is None else min(budget, settings.max_prompt_tokens)
+        return budget, None
+
     def _stop_ids(self, model) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
         cfg = getattr(model, "generation_config", None)
@@ -118,7 +124,14 @@ class ChatModel:
 
         model = self._base() if side == "base" else self.model
         t0 = time.perf_counter()
-        ids = self.prompt_ids(messages).to(model.device)
+        budget, wrong = self.prompt_budget(settings)
+        if wrong is not None:
+            raise OutputError(wrong)
+        ids = self.prompt_ids(messages)
+        if budget is not None and ids.shape[1] > budget:  # refused before generation: nothing runs on past it
+            raise OutputError(say("chat.prompt_too_long", n=f"{ids.shape[1]:,}", limit=f"{budget:,}",
+                                  context=f"{self.context() or '-'}", answer=settings.max_new_tokens))
+        ids = ids.to(model.device)
         stream = _Stream(self.tokenizer, emit)
 
         flags = {v: torch.full((1,), v, dtype=torch.bool, device=ids.device) for v in (False, True)}

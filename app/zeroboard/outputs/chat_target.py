@@ -16,6 +16,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import safeload
 from ..data import chat as chatmod
 from ..job import record
 from ..words import say
@@ -50,7 +51,7 @@ class Target:
 def _launch_dir(run: Path) -> Path:
     """The folder the run was launched from (its command record), where its relative paths point."""
     try:
-        return Path(json.loads((run / record.COMMAND_FILE).read_text(encoding="utf-8"))["cwd"])
+        return Path(json.loads(safeload.read_text(run / record.COMMAND_FILE, safeload.CONFIG))["cwd"])
     except (OSError, ValueError, KeyError, TypeError):
         return Path.cwd()
 
@@ -77,8 +78,8 @@ def resolve(value: str | Path) -> Target:
     result_file = path / record.RESULT_FILE
     if result_file.is_file():
         try:
-            result = json.loads(result_file.read_text(encoding="utf-8"))
-        except ValueError:
+            result = json.loads(safeload.read_text(result_file, safeload.CONFIG))
+        except (OSError, ValueError):
             raise OutputError(say("out.result_not_json", path=str(result_file))) from None
         kind = result.get("kind")
         if kind == "zero_checkpoint":
@@ -92,8 +93,8 @@ def resolve(value: str | Path) -> Target:
                       str(result.get("precision") or "auto"), template, named.turns.default_system if named else "")
     if (path / "adapter_config.json").is_file():
         try:
-            base = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
-        except ValueError:
+            base = json.loads(safeload.read_text(path / "adapter_config.json", safeload.CONFIG)).get("base_model_name_or_path")
+        except (OSError, ValueError, AttributeError):
             base = None
         if not base:
             raise OutputError(say("out.merge_base", base=repr(base)))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import files, workspace
 from ..job import folders, record
+from ..job.quoting import shell
 from ..planner import shapes
 from ..words import say
 from .inspect import OutputError, job_model, weights, zero_checkpoint_dir, zero_step
@@ -114,7 +115,7 @@ def consolidate(path: str | Path, out_dir: str | Path) -> dict:
         n = _write_fp32_model(ckpt, cfg_src.parent, tmp)
         copied = _copy_files(sources, CONFIG_FILES + TOKENIZER_FILES, tmp)
         _set_dtype(tmp / "config.json", "float32")
-        _write_result(tmp, out, base, zero_step(ckpt), f"zeroboard consolidate {ckpt}")
+        _write_result(tmp, out, base, zero_step(ckpt), "zeroboard consolidate " + shell(str(ckpt)))
         _finish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -193,7 +194,7 @@ def merge(path: str | Path, out_dir: str | Path, base_model: str | None = None) 
     try:
         merged.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        _write_result(tmp, out, base, result.get("global_step"), f"zeroboard merge {path}")
+        _write_result(tmp, out, base, result.get("global_step"), "zeroboard merge " + shell(str(path)))
         _finish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

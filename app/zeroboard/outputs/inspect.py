@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import safeload
 from ..job import folders, record, spec as specmod, trackers as jobtrackers
 from ..words import say, tr
 
@@ -148,8 +149,8 @@ def job_model(d: Path) -> str | None:
     for name in (record.JOB_FILE, record.SPEC_FILE):
         p = d / name
         try:
-            model = specmod.read_mapping(p.read_text(encoding="utf-8"), str(p)).get("model_name_or_path")
-        except (OSError, UnicodeDecodeError, specmod.SpecError):
+            model = specmod.read_mapping(safeload.read_text(p, safeload.JOB), str(p)).get("model_name_or_path")
+        except (OSError, ValueError):  # UnicodeDecodeError, SpecError and safeload.Refused are ValueErrors
             continue
         if model:
             return str(model)

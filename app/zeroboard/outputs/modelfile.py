@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 
 from ..data import chat as chatmod
+from ..job.quoting import one_line, shown
 from ..words import Msg, say
 
 MARK = {"system": "ZBSYS7q", "user": "ZBUSR7q", "assistant": "ZBAST7q", "tool": "ZBTOO7q"}
@@ -194,22 +195,48 @@ def translate(template: str | None, special: dict[str, str]) -> Translation:
     except Untranslatable as e:
         return Translation(None, e.args[0], None)
     go = go_template(shape)
-    if '"""' in go:
-        return Translation(None, say("export.tpl_quotes"), None)
+    try:
+        quoted(go)
+    except Untranslatable as e:
+        return Translation(None, e.args[0], None)
     return Translation(go, None, shape)
 
 
-def _quoted(text: str) -> str:
+# How Ollama reads a Modelfile (its parser.ParseFile): a line starting with # is a comment up to the next \r or \n;
+# INSTRUCTION value, where a value ends at the first line end after which it reads as complete: "text" or
+# """text""" (or bare); characters that are not printable (Go's strconv.IsPrint, as Python's str.isprintable)
+# other than tab, \r and \n are dropped without a word.  So a value is written so that it cannot end early: in
+# "..." when it holds no quote, else in """...""" when it holds no three quotes in a row, and never with a
+# character Ollama would drop (dropped, it could join two quotes into three).
+
+def quoted(text: str) -> str:
+    """A Modelfile value that Ollama reads back as exactly ``text``; Untranslatable (its reason) when none can be."""
+    bad = next((i for i, ch in enumerate(text) if not (ch.isprintable() or ch in "\t\r\n")), None)
+    if bad is not None:
+        raise Untranslatable(say("export.mf_dropped", char=shown(text[bad]), pos=bad + 1))
+    if '"' not in text:
+        return '"' + text + '"'
+    if '"""' in text:
+        raise Untranslatable(say("export.mf_quotes"))
     return '"""' + text + '"""'
 
 
+def comment(text: str) -> str:
+    """A comment line: the text on one line, whatever names it holds (a run called "a\\nFROM x" stays a comment)."""
+    return "# " + one_line(text)
+
+
 def modelfile(tr: Translation, system: str, stops: list[str], header: list[str]) -> str:
-    """The Modelfile's text: FROM the folder it lies in, TEMPLATE, SYSTEM, the end-of-answer tokens as stops."""
-    lines = [f"# {h}" for h in header]
+    """The Modelfile's text: FROM the folder it lies in, TEMPLATE, SYSTEM, the end-of-answer tokens as stops.
+    Every value goes through :func:`quoted`, every header line through :func:`comment`; a system prompt or a stop
+    that cannot be written is left out with a comment that says why."""
+    lines = [comment(h) for h in header]
     lines.append("FROM .")
-    if tr.template is not None:
-        lines.append(f"TEMPLATE {_quoted(tr.template)}")
-    if system and '"""' not in system:
-        lines.append(f"SYSTEM {_quoted(system)}")
-    lines += [f"PARAMETER stop {json.dumps(s, ensure_ascii=False)}" for s in dict.fromkeys(stops) if s]
+    values = [("TEMPLATE", tr.template)] if tr.template is not None else []
+    values += ([("SYSTEM", system)] if system else []) + [("PARAMETER stop", s) for s in dict.fromkeys(stops) if s]
+    for directive, value in values:
+        try:
+            lines.append(f"{directive} {quoted(value)}")
+        except Untranslatable as e:
+            lines.append(comment(say("export.mf_left_out", directive=directive, why=e.args[0])))
     return "\n".join(lines) + "\n"

@@ -18,8 +18,9 @@ import json
 import shutil
 from pathlib import Path
 
-from .. import files
+from .. import files, safeload
 from ..job import modelinfo, record, spec as specmod
+from ..job.quoting import one_line
 from ..training import templates
 from ..words import label, say, text
 from . import export, modelfile, reload
@@ -34,8 +35,8 @@ CARD_FIELDS = ("finetuning_type", "template", "cutoff_len", "learning_rate", "nu
 def _job(run: Path) -> dict:
     for name in (record.JOB_FILE, record.SPEC_FILE):
         try:
-            return specmod.read_mapping((run / name).read_text(encoding="utf-8"), str(run / name))
-        except (OSError, UnicodeDecodeError, specmod.SpecError):
+            return specmod.read_mapping(safeload.read_text(run / name, safeload.JOB), str(run / name))
+        except (OSError, ValueError):  # UnicodeDecodeError, SpecError and safeload.Refused are ValueErrors
             continue
     return {}
 
@@ -46,21 +47,23 @@ def _last_loss(run: Path) -> float | None:
 
 
 def _fmt(value) -> str:
+    """A value in one cell of the card's table: one line, its | escaped."""
     if isinstance(value, float):
         return f"{value:.4g}"
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return str(value)
+    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return one_line(text).replace("|", "\\|")
 
 
 def model_card(name: str, result: dict, job: dict, last_loss: float | None, translated: bool, lang: str = "en") -> str:
-    """README.md of the folder: where the model comes from and how it was made (Hugging Face's front matter first)."""
-    base = result.get("base_model") or "-"
+    """README.md of the folder: where the model comes from and how it was made (Hugging Face's front matter first).
+    The names in it (the run, the base model, the data) are written on one line each, whatever they hold."""
+    name = one_line(name)
+    base = one_line(str(result.get("base_model") or "-"))
     kind = text(f"out.kind.{result.get('kind')}", lang) if result.get("kind") in ("lora_adapter", "full_model") else "-"
     lines = ["---", f"base_model: {json.dumps(base)}", "library_name: transformers", "tags: [zeroboard]", "---", "",
              f"# {Path(name).name}", "", text("export.card_intro", lang, run=name, base=base, kind=kind), "",
              f"## {text('export.card_data', lang)}", "",
-             text("export.card_datasets", lang, datasets=_fmt(job.get("dataset") or "-"), folder=job.get("dataset_dir", "-")),
+             text("export.card_datasets", lang, datasets=_fmt(job.get("dataset") or "-"), folder=_fmt(job.get("dataset_dir", "-"))),
              "", f"## {text('export.card_settings', lang)}", "", "| | |", "|---|---|"]
     lines += [f"| {label(k, lang)} (`{k}`) | {_fmt(job[k])} |" for k in CARD_FIELDS if k in job]
     losses = [("train_loss", result.get("train_loss")), ("eval_loss", result.get("eval_loss")), ("last_logged_loss", last_loss)]
@@ -70,6 +73,16 @@ def model_card(name: str, result: dict, job: dict, last_loss: float | None, tran
               f"## {text('export.card_use', lang)}", "", text("export.card_use_text", lang), "",
               text("export.card_ollama" if translated else "export.card_ollama_plain", lang), ""]
     return "\n".join(lines)
+
+
+def modelfile_text(name: str, tr: modelfile.Translation, system: str, stops: list[str]) -> str:
+    """The export's Modelfile: a header saying where it comes from (the run's name as it is: a comment, whatever it
+    holds, see modelfile.comment), then what :func:`modelfile.modelfile` writes."""
+    header = [text("export.mf_made", "en", run=name, version=modelinfo.version("zeroboard") or "?")]
+    header.append(text("export.mf_template", "en") if tr.template else text("export.mf_no_template", "en", why=str(tr.why)))
+    if tr.shape is not None and tr.shape.bos:
+        header.append(text("export.mf_bos", "en", bos=tr.shape.bos))
+    return modelfile.modelfile(tr, system, stops, header)
 
 
 def _generation_config(model, tokenizer) -> None:
@@ -109,13 +122,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path, base_model: str | None 
     try:
         model.save_pretrained(tmp, safe_serialization=True, max_shard_size=export.MAX_SHARD)
         tokenizer.save_pretrained(tmp)
-        header = [text("export.mf_made", "en", run=target.name, version=modelinfo.version("zeroboard") or "?")]
-        header.append(text("export.mf_template", "en") if tr.template else
-                      text("export.mf_no_template", "en", why=str(tr.why)))
-        if tr.shape is not None and tr.shape.bos:
-            header.append(text("export.mf_bos", "en", bos=tr.shape.bos))
         stops = [tokenizer.eos_token] if tokenizer.eos_token else []
-        files.write_text_atomic(tmp / "Modelfile", modelfile.modelfile(tr, system, stops, header))
+        files.write_text_atomic(tmp / "Modelfile", modelfile_text(target.name, tr, system, stops))
         files.write_text_atomic(tmp / "README.md", model_card(target.name, result, job, _last_loss(run),
                                                              tr.template is not None, lang))
         export._write_result(tmp, out, base, result.get("global_step"), f"zeroboard export {target.name}")

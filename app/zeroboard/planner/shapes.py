@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import safeload
+from ..job import modelinfo
 from ..job.checks import EAGER_ONLY_MODEL_TYPES, HUB_ID
 from ..words import say
 
@@ -152,8 +153,12 @@ def _get(cfg: dict, *keys, default=None):
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 
-def shape_from_config(cfg: dict) -> ModelShape:
-    """Layer shapes and parameter count from a config.json mapping. Raises PlanError if unknown."""
+def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
+    """Layer shapes and parameter count from a config.json mapping. Raises PlanError if unknown or out of range."""
+    wrong = modelinfo.size_problem(cfg)
+    if wrong is not None:
+        raise PlanError(say("check.config_size", path=where, key=wrong[0], got=repr(wrong[1])[:40],
+                            limit=f"{modelinfo.MAX_SIZE:,}"))
     if isinstance(cfg.get("text_config"), dict) and "model_type" not in (cfg["text_config"] or {}):
         cfg = {**cfg["text_config"], "model_type": cfg.get("model_type")}
     elif isinstance(cfg.get("text_config"), dict):
@@ -269,7 +274,7 @@ def read_model(model_path: str | Path) -> ModelShape:
 
         cfg, source = hub_config(name, PlanError)
         try:
-            return replace(shape_from_config(cfg), source=str(source), source_msg=source)
+            return replace(shape_from_config(cfg, name), source=str(source), source_msg=source)
         except Untraced as e:
             e.source, e.source_msg = str(source), source
             raise
@@ -278,9 +283,13 @@ def read_model(model_path: str | Path) -> ModelShape:
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))
     try:
         cfg = safeload.json_text(safeload.read_text(cfg_path, safeload.CONFIG))
-    except (OSError, ValueError) as e:  # safeload.Refused (past the limits) is a ValueError too
+    except safeload.Refused as e:  # past the limits, a key twice, a number that is not finite
+        raise PlanError(say("check.config_unsafe", path=str(cfg_path), why=say(e.key, **e.values))) from None
+    except (OSError, ValueError) as e:
         raise PlanError(say("plan.config_not_json", path=str(cfg_path), why=str(e))) from None
-    shape = shape_from_config(cfg)
+    if not isinstance(cfg, dict):
+        raise PlanError(say("plan.config_not_json", path=str(cfg_path), why=type(cfg).__name__))
+    shape = shape_from_config(cfg, str(cfg_path))
     files = list(p.glob("*.safetensors")) or list(p.glob("*.bin"))
     if files:
         shape = replace(shape, checkpoint_bytes=sum(f.stat().st_size for f in files))

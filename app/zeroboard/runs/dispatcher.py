@@ -2,8 +2,14 @@
 
 It lives in a session of its own, so neither the page nor the terminal that
 queued a job needs to stay.  One per queue: it holds ``queue.dispatch.lock``
-for its life (the kernel drops the lock however it ends), and anyone who adds
-to the queue starts one when none holds it (:func:`ensure_running`).  Every
+for its life (the kernel drops the lock however it ends).  Whoever starts one
+takes that lock first and hands it to the new process (:func:`ensure_running`):
+two that race start one dispatcher, never two.  Anyone who adds to the queue
+starts one when none holds the lock, and so does any look at the queue that
+finds entries waiting and no dispatcher (it was killed, say: :func:`revive`,
+called by ``zeroboard queue``, the Queue tab and ``zeroboard train --queue``),
+after telling each waiting entry again why it waits: the reasons a dead
+dispatcher left may name runs and processes long gone.  Every
 ``POLL_S`` it walks the queue in order: an entry whose devices and folder are
 free, with no earlier entry wanting the same devices, is checked again (its
 folder, its data may have changed while it waited) and started through the one
@@ -61,14 +67,66 @@ def holder(q: Queue) -> int | None:
         return None
 
 
-def ensure_running(q: Queue) -> None:
-    """Start the queue's dispatcher unless one runs (two that race: the second finds the lock held and exits)."""
-    if running(q):
-        return
-    log = q.path.with_name("queue.dispatch.log")
-    with open(log, "ab") as out:
-        subprocess.Popen([sys.executable, "-m", MODULE, str(q.index)], stdin=subprocess.DEVNULL, stdout=out,
-                         stderr=out, start_new_session=True, cwd=os.getcwd())
+def ensure_running(q: Queue, first=None) -> bool:
+    """Start the queue's dispatcher unless one runs; True when this call started it.
+
+    The lock is taken here and handed to the new process (its descriptor is passed on, and the lock goes with
+    it): no other dispatcher can start between the look and the start, however many look at once. ``first()``
+    runs while the lock is held, before the dispatcher starts (nothing else walks the queue meanwhile)."""
+    try:
+        fd = os.open(lock_path(q), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return False
+    try:
+        if not _lock_soon(fd):
+            return False  # a dispatcher serves the queue (or another look is starting one)
+        if first is not None:
+            first()
+        log = q.path.with_name("queue.dispatch.log")
+        with open(log, "ab") as out:
+            subprocess.Popen([sys.executable, "-m", MODULE, str(q.index), str(fd)], stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=out, start_new_session=True, cwd=os.getcwd(), pass_fds=(fd,))
+        return True
+    finally:
+        os.close(fd)  # the new dispatcher holds the lock through its own copy of the descriptor
+
+
+def _lock_soon(fd: int, tries: int = 10) -> bool:
+    """The lock, tried for a moment: another look's probe (:func:`running`) holds it only that long."""
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if i + 1 < tries:
+                time.sleep(0.02)
+    return False
+
+
+def revive(q: Queue) -> bool:
+    """A look at the queue: when entries wait and no dispatcher serves them, tell each why it waits now and start
+    one. Cheap when there is nothing to do (the queue file, then one lock probe): the page calls it on every
+    refresh. True when it started a dispatcher."""
+    if not any(e.status == "waiting" for e in q.entries()) or running(q):
+        return False
+    return ensure_running(q, first=lambda: refresh(q, JobManager(q.index)))
+
+
+def refresh(q: Queue, mgr: JobManager) -> None:
+    """Each waiting entry told again why it waits (a run on its devices, an earlier entry), or that it starts next."""
+    entries = q.entries()
+    for entry in entries:
+        if entry.status == "waiting":
+            q.update(entry.id, why=why_waiting(entries, entry, mgr) or say("queue.next"))
+
+
+def why_waiting(entries: list[Entry], entry: Entry, mgr: JobManager):
+    """Why ``entry`` cannot start now (an earlier entry on its devices, a run on them or in its folder), or None."""
+    ahead = blocked_by_earlier(entries, entry)
+    if ahead is not None:
+        return say("queue.behind", id=ahead.id)
+    probe = command.Command([], {}, entry.cwd, None, entry.device_kind, entry.devices)
+    return mgr.busy_with(probe, Path(entry.output), Path(entry.output))
 
 
 def enqueue(mgr: JobManager, prepared: command.Prepared, source: str) -> Entry:
@@ -107,13 +165,7 @@ def step(q: Queue, mgr: JobManager, prepare) -> int:
     for entry in entries:
         if entry.status != "waiting":
             continue
-        ahead = blocked_by_earlier(entries, entry)
-        if ahead is not None:
-            q.update(entry.id, why=say("queue.behind", id=ahead.id))
-            waiting += 1
-            continue
-        probe = command.Command([], {}, entry.cwd, None, entry.device_kind, entry.devices)
-        busy = mgr.busy_with(probe, Path(entry.output), Path(entry.output))
+        busy = why_waiting(entries, entry, mgr)
         if busy is not None:
             q.update(entry.id, why=busy)
             waiting += 1
@@ -153,7 +205,9 @@ def _start(q: Queue, mgr: JobManager, prepare, entry: Entry) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     q = Queue(argv[0])
-    fd = os.open(lock_path(q), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # the lock as handed over by whoever started this process (ensure_running), else taken here
+    fd = int(argv[1]) if len(argv) > 1 else os.open(lock_path(q), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    os.set_inheritable(fd, False)  # the jobs it starts must not hold the queue's lock after it is gone
     deadline = time.time() + LOCK_TRIES_S
     while True:  # a moment's probe by running() also takes the lock: try again before giving up
         try:

@@ -30,6 +30,13 @@ from . import processes
 from .state import JobState
 
 SUPERVISOR_MODULE = "zeroboard.runs.supervisor"
+# "1": the CPU is shared between workspaces -- another workspace's CPU job does not hold it for this one (a CI
+# machine running several checkouts' tests, a lab server whose CPU runs are small). GPUs are never shared so.
+CPU_SHARED_ENV = "ZEROBOARD_CPU_SHARED"
+
+
+def cpu_shared() -> bool:
+    return os.environ.get(CPU_SHARED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class Executor:
@@ -125,14 +132,16 @@ def ask_supervisor_to_stop(st: JobState) -> bool:
 
 def foreign_holder(device_kind: str, ids: list[int], out: Path, port: int, known: set[Path], peer: bool) -> Msg | None:
     """Why a local job on ``device_kind`` devices ``ids`` writing into ``out`` cannot start because of a trainer
-    this workspace does not know: said by the other user's name, never their folder, command line or pid."""
+    this workspace does not know: said by the other user's name, never their folder, command line or pid.
+    With ``ZEROBOARD_CPU_SHARED``, another workspace's CPU job holds no CPU for this one (its folder still counts)."""
+    shared = device_kind == "cpu" and cpu_shared()
     for p, trainer_out in processes.live_trainers():
         if peer and trainer_out == out and processes.rendezvous_port(p) == port:
             continue  # another part of the same job on several machines
         kind, theirs = processes.trainer_devices(p)
         if trainer_out == out:
             return say("run.busy_other_folder", user=processes.owner(p))
-        if trainer_out not in known and overlap(kind, theirs, device_kind, ids):
+        if trainer_out not in known and not shared and overlap(kind, theirs, device_kind, ids):
             return say("run.busy_other", user=processes.owner(p))
     return None
 

@@ -15,21 +15,25 @@ Light on purpose (stdlib + psutil): the web server and the CLI import it.
 from __future__ import annotations
 
 import json
+import math
 import os
-import shlex
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 from .. import files, words
-from ..job import command, folders, modelinfo, record, spec as specmod
+from ..job import command, folders, manifest, modelinfo, record, spec as specmod
+from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
-from . import executor, executors, outcome
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, read_state, read_worker, settle
+from . import executor, executors, outcome, stall
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, kept_aside, read_state, read_worker, settle, worker_unloads_in
 
+# a chat worker's grace between SIGTERM and SIGKILL: it ends within a token when asked, and holds nothing a SIGKILL
+# could spoil (no checkpoint, no ranks); a hung one must not keep a Start waiting for torchrun's 30 s
+WORKER_GRACE_S = 5.0
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
 FOREIGN_POLL_S = 2.0
 
@@ -83,6 +87,7 @@ class JobManager:
             return st
         sup_alive = executor.supervisor_alive(entry.get("supervisor_pid"), entry.get("supervisor_ctime"))
         if st is None:
+            self._note_kept_aside(entry)
             if sup_alive:  # between the launch and the supervisor's first word
                 return JobState(run_dir=str(run_dir), message=say("run.starting"), source=entry.get("source", "page"),
                                 device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -95,10 +100,20 @@ class JobManager:
 
     def _settled(self, entry: dict, st: JobState | None) -> JobState:
         """A run whose supervisor is gone: the outcome recorded in the index, else found now (and recorded)."""
-        if entry.get("outcome"):
-            return from_json(entry["outcome"])
+        if entry.get("outcome"):  # its end, kept in the index when the run folder's disk could not take it
+            st = from_json(entry["outcome"])
+            settle(st)  # into its own state.json as soon as that disk has room (tried again at each look till then)
+            return st
         run_dir = entry["run_dir"]
-        if st is None:  # it never wrote state.json: it could not start
+        if st is None and kept_aside(run_dir) is not None:  # its state.json was damaged: its events tell how it ended
+            st = JobState(run_dir=run_dir, source=entry.get("source", "page"), device_kind=entry.get("device_kind", "cpu"),
+                          devices=list(entry.get("devices", [])), started=entry.get("requested"),
+                          trainer_dir=entry.get("trainer_dir") or "", run_id=entry.get("run_id") or "")
+            evs = record.read_events(st.output / record.EVENTS_FILE)
+            st.notes.append(say("state.kept_aside_state", path=str(Path(run_dir) / record.STATE_FILE),
+                                aside=str(kept_aside(run_dir))))
+            outcome.conclude(st, None, [e for e in evs if e.get("time", 0) >= (st.started or 0)])
+        elif st is None:  # it never wrote state.json: it could not start
             log = outcome.tail_lines(Path(run_dir) / record.SUPERVISOR_LOG, 5)
             st = JobState(run_dir=run_dir, status="failed", source=entry.get("source", "page"),
                           device_kind=entry.get("device_kind", "cpu"), devices=list(entry.get("devices", [])),
@@ -120,10 +135,29 @@ class JobManager:
         self._record_outcome(st)
         return st
 
+    def _note_kept_aside(self, entry: dict) -> None:
+        """A run's state.json found damaged and kept aside: the index remembers the copy, for :meth:`problems`."""
+        aside = kept_aside(entry["run_dir"])
+        if aside is not None and entry.get("state_kept_aside") != str(aside):
+            try:
+                self.registry.update(entry["run_dir"], state_kept_aside=str(aside))
+            except RegistryError:
+                pass
+
+    def problems(self) -> list[Msg]:
+        """What a listing of the runs must say about their records: the index could not be read (or a damaged one
+        was kept aside), a run's state.json was kept aside -- each until its copy is removed."""
+        found = [p for p in (self.registry.problem(),) if p is not None]
+        for e in self.registry.entries():
+            aside = e.get("state_kept_aside")
+            if aside and Path(aside).exists():
+                found.append(say("state.kept_aside_state", path=str(Path(e["run_dir"]) / record.STATE_FILE), aside=aside))
+        return found
+
     def _record_outcome(self, st: JobState) -> None:
         """A run ended without its supervisor's last word: its own state.json says so from now on (written under
         the state's lock, which a live supervisor holds), and the index too (all that is left on a full disk)."""
-        st.files = folders.listing(st.path)
+        st.files, st.written = manifest.at_end(st.path, st.output, settled=True)  # what it wrote, while it ran
         settle(st)
         try:
             self.registry.update(st.run_dir, outcome=st.to_json())
@@ -194,7 +228,7 @@ class JobManager:
         run = Path(folder).resolve()
         cmd = {"argv": argv, "env": env, "cwd": cwd, "device_kind": device_kind, "devices": list(devices),
                "master_port": 0, "executor": "local",
-               "shell": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, argv)])}
+               "shell": shell_line(env, argv)}
 
         def launch():
             busy = self.busy_on(device_kind, list(devices), run, run)
@@ -216,7 +250,8 @@ class JobManager:
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd, indent=2, ensure_ascii=False) + "\n")
         requested = time.time()
         files.write_text_atomic(run / record.LAUNCH_FILE, json.dumps({
-            "source": source, "requested": requested, "launcher": "chat", "kind": "chat", "grace_s": self.grace_s,
+            "source": source, "requested": requested, "launcher": "chat", "kind": "chat",
+            "grace_s": min(self.grace_s, WORKER_GRACE_S),
             "index": str(self.index.resolve()), "trainer_dir": str(run)}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd["cwd"], err)
@@ -268,15 +303,16 @@ class JobManager:
             if own.kind == "foreign" or own.foreign:
                 raise folders.FolderTaken(say("check.output_foreign", path=str(out), files=", ".join(own.foreign[:4]),
                                               free=str(folders.free_dir_name(out)), why=own.why or ""))
-        run_id, created = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
+        claimed = folders.claim(run, self.registry, modelinfo.version("zeroboard") or "")
         try:
-            return self._write_and_start(job, cmd, run, out, notes, source, run_id)
+            return self._write_and_start(job, cmd, run, out, notes, source, claimed)
         except BaseException:
-            folders.unclaim(run, created)
+            folders.unclaim(run, claimed)
             raise
 
     def _write_and_start(self, job: specmod.JobSpec, cmd: command.Command, run: Path, out: Path, notes: list[Msg],
-                         source: str, run_id: str) -> subprocess.Popen:
+                         source: str, claimed: folders.Claim) -> subprocess.Popen:
+        run_id = claimed.run_id
         (out / record.STOP_REQUEST).unlink(missing_ok=True)  # a request of an earlier attempt is not this run's
         files.write_text_atomic(run / record.SPEC_FILE, specmod.dump_yaml(job))
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -286,7 +322,8 @@ class JobManager:
             "source": source, "requested": requested, "launcher": job.launcher, "grace_s": self.grace_s,
             "index": str(self.index.resolve()), "trainer_dir": str(out), "node_rank": job.node_rank,
             "events_offset": _size(out / record.EVENTS_FILE), "log_offset": _size(run / record.LOG_FILE),
-            "notes": [words.to_json(n) for n in notes]}, indent=2) + "\n")
+            "notes": [words.to_json(n) for n in notes], "stall": stall.settings(job), "run_id": run_id, "run_dir": str(run),
+            "foreign": claimed.foreign}, indent=2) + "\n")  # foreign: what the folder held that is not the run's
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd.cwd, err)
         try:
@@ -367,11 +404,12 @@ def _size(path: Path) -> int:
 
 def busy_message(job: JobState) -> Msg:
     what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
-    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory)
+    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory), and when it goes
         info = read_worker(job.run_dir)
-        memory = info.get("memory_bytes")
+        memory, left = info.get("memory_bytes"), worker_unloads_in(info)
         return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
-                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-")
+                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-",
+                   idle=f"{(info.get('idle_s') or 0) / 60:g}", left="?" if left is None else max(1, math.ceil(left / 60)))
     return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
 

@@ -2,7 +2,10 @@
 
 One JSON file beside the runs index (``queue.json``), read by anyone and
 written only through :class:`Queue`, under an exclusive file lock held for one
-read-modify-write.  Each entry holds the job as it was asked for (its spec),
+read-modify-write.  A queue file that is not what :class:`Queue` writes is
+kept aside under a dated name and the queue starts afresh, said on every look
+until the copy is removed; one that cannot be read is never written over
+(:mod:`..files`).  Each entry holds the job as it was asked for (its spec),
 where it was asked from (working folder, source), the devices its placement
 reserved, and -- kept up to date by the dispatcher -- why it still waits.
 
@@ -23,13 +26,15 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import files, words
-from ..job.registry import Registry, RegistryError
+from ..job.registry import Registry, RegistryError, unreadable
+from ..words import Msg, say
 
 STATUSES = ("waiting", "failed")  # a started entry leaves the queue: it is a run from then on
 
@@ -61,6 +66,21 @@ def from_json(data: dict) -> Entry:
     return e
 
 
+def _valid(data: object) -> bool:
+    """Whether ``data`` is a queue as :class:`Queue` writes it."""
+    if not isinstance(data, dict) or not isinstance(data.get("queue"), list):
+        return False
+    try:
+        _parse(data)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        return False
+    return True
+
+
+def _parse(data: dict | None) -> list[Entry]:
+    return [] if data is None else [from_json(e) for e in data["queue"]]
+
+
 def queue_path(index: Path) -> Path:
     """The queue of a runs index: the file beside it."""
     return Path(index).with_name("queue.json")
@@ -70,9 +90,14 @@ class Queue:
     def __init__(self, index: str | Path | None = None):
         self.index = Registry(index).path
         self.path = queue_path(self.index)
+        self._held = threading.local()
 
     @contextlib.contextmanager
     def locked(self):
+        """Exclusive access for one read-modify-write (re-entrant in a thread: a read under it may keep a file aside)."""
+        if getattr(self._held, "on", False):
+            yield
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lk = open(self.path.with_suffix(".lock"), "a")  # noqa: SIM115 - closed below
@@ -80,15 +105,54 @@ class Queue:
             raise RegistryError(words.say("run.index_unwritable", path=str(self.path), why=e.strerror or str(e))) from None
         with lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
-            yield
+            self._held.on = True
+            try:
+                yield
+            finally:
+                self._held.on = False
 
     def entries(self) -> list[Entry]:
-        """In queue order (first to start first)."""
+        """In queue order (first to start first).  A queue file that is not what this class writes is kept aside
+        (under the lock: no write is under way) and reads as empty, as does one that cannot be read; :meth:`problem`
+        says which, and where the copy went."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return _parse(files.load_state(self.path, _valid))
+        except files.CannotRead:
             return []
-        return [from_json(e) for e in data.get("queue", []) if isinstance(e, dict)] if isinstance(data, dict) else []
+        except files.Garbage:
+            try:
+                with self.locked():
+                    return self._current(refuse=False)
+            except RegistryError:
+                return []
+
+    def _current(self, refuse: bool = True) -> list[Entry]:
+        """The entries, read with the lock held: a damaged file is first moved aside; one that cannot be read (or
+        moved) refuses the write that asked (RegistryError) -- it is never written over."""
+        try:
+            return _parse(files.load_state(self.path, _valid))
+        except files.Garbage:
+            try:
+                files.keep_aside(self.path)
+            except OSError as e:
+                if refuse:
+                    raise RegistryError(say("state.cannot_move", path=str(self.path), why=e.strerror or str(e))) from None
+            return []
+        except files.CannotRead as e:
+            if refuse:
+                raise RegistryError(unreadable(self.path, e)) from None
+            return []
+
+    def problem(self) -> Msg | None:
+        """What a look at the queue must say: its file cannot be read, or a damaged one was kept aside (None: neither)."""
+        try:
+            files.load_state(self.path, _valid)
+        except files.CannotRead as e:
+            return unreadable(self.path, e)
+        except files.Garbage as e:
+            return say("state.cannot_move", path=str(self.path), why=str(e))
+        aside = files.kept(self.path)
+        return say("queue.kept_aside", path=str(self.path), aside=str(aside[-1])) if aside else None
 
     def _write(self, entries: list[Entry]) -> None:
         try:
@@ -102,12 +166,12 @@ class Queue:
         entry = Entry(uuid.uuid4().hex[:8], job, cwd, source, time.time(), device_kind, list(devices), output,
                       why=why, allow=os.environ.get("ZEROBOARD_ALLOW_PATHS", ""))
         with self.locked():
-            self._write([*self.entries(), entry])
+            self._write([*self._current(), entry])
         return entry
 
     def update(self, entry_id: str, **changes) -> None:
         with self.locked():
-            entries = self.entries()
+            entries = self._current()
             for e in entries:
                 if e.id == entry_id:
                     for k, v in changes.items():
@@ -117,7 +181,7 @@ class Queue:
     def remove(self, entry_id: str) -> Entry | None:
         """Take an entry out of the queue (cancel, or it started); the entry, or None when it is not there."""
         with self.locked():
-            entries = self.entries()
+            entries = self._current()
             found = next((e for e in entries if e.id == entry_id), None)
             if found is not None:
                 self._write([e for e in entries if e.id != entry_id])
@@ -126,7 +190,7 @@ class Queue:
     def move(self, entry_id: str, position: int) -> bool:
         """Put an entry at ``position`` (1 = first); False when it is not there."""
         with self.locked():
-            entries = self.entries()
+            entries = self._current()
             found = next((e for e in entries if e.id == entry_id), None)
             if found is None:
                 return False

@@ -6,6 +6,12 @@ free, and whoever finds the run first (a page, ``zeroboard runs``) takes the
 lock and writes the run's true end (:func:`settle`): no reader sees
 ``running`` for a run that is not.  Messages are catalog sentences, stored
 with their key and values so each reader says them in its own language.
+
+The last word must reach the file even when the run's disk is full: the
+supervisor sets room aside when it starts (``state.reserve``) and whoever
+writes the end gives that room back first (:func:`release_reserve`); an end
+that still could not be written is kept in the runs index, and each later
+look writes it here once the disk takes it (``JobManager.state``).
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files, words
-from ..job.record import STATE_FILE, STATE_LOCK, WORKER_FILE
+from ..job.record import STATE_FILE, STATE_LOCK, STATE_RESERVE, WORKER_FILE
 
-ACTIVE = ("starting", "running", "stopping")  # then finished, failed, aborted or lost
+# stalled: running, but no progress for longer than the job allows (runs.stall); it goes back to running when it moves
+ACTIVE = ("starting", "running", "stalled", "stopping")  # then finished, failed, aborted or lost
 STATUSES = (*ACTIVE, "finished", "failed", "aborted", "lost")
 GRACE_S = 30.0  # after SIGTERM, before SIGKILL (torchrun itself waits 30 s for its ranks)
 # Start waits this long for the supervisor to report the launcher's pid, then returns the run as "starting":
 # the run goes on and the page or the CLI keeps following it (nothing is marked failed for being slow).
 LAUNCH_WAIT_S = 30.0
+RESERVE_BYTES = 256 << 10  # room for the last word: a state.json is a few KiB (its file list, at most a few dozen)
 
 
 @dataclass
@@ -60,10 +68,13 @@ class JobState:
     events_offset: int = 0  # where this run's lines start in files an earlier attempt may have left
     log_offset: int = 0
     notes: list[str] = field(default_factory=list)
-    files: list[str] | None = None  # what the run folder held when the run ended: the run's own files
+    files: list[str] | None = None  # the top-level names of what the run wrote (set when it ends)
+    written: list[str] | None = None  # every path the run wrote, relative to its folder (job.manifest); None: unknown
+    run_id: str = ""  # the id its folder's marker and the runs index hold
     executor: str = "local"  # where the job's processes run: "local" (this machine) or "slurm" (a cluster)
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position, nodes
     kind: str = "train"  # "train": a training run; "chat": a chat worker (its own word in worker.json)
+    stall: dict = field(default_factory=dict)  # while stalled: ranks, silent, step, since, limit_s (runs.stall)
 
     @property
     def active(self) -> bool:
@@ -101,12 +112,46 @@ def from_json(data: dict) -> JobState:
     return st
 
 
-def read_state(run_dir: str | Path) -> JobState | None:
+def _valid(data: object) -> bool:
     try:
-        data = json.loads((Path(run_dir) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        from_json(data)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        return False
+    return True
+
+
+def read_state(run_dir: str | Path, held: bool = False) -> JobState | None:
+    """The run's state; None when there is none or it cannot be read.  One that is not what a writer of it writes
+    is kept aside (:mod:`..files`) when no supervisor holds the state's lock (``held``: the caller holds it):
+    a live supervisor writes the truth over it at its next save."""
+    path = Path(run_dir) / STATE_FILE
+    try:
+        data = files.load_state(path, _valid)
+    except files.CannotRead:
         return None
-    return from_json(data) if isinstance(data, dict) else None
+    except files.Garbage:
+        _keep_aside(path, held)
+        return None
+    return from_json(data) if data is not None else None
+
+
+def _keep_aside(path: Path, held: bool) -> None:
+    with contextlib.nullcontext(True) if held else writer_gone(path.parent) as free:
+        if not free:
+            return
+        try:
+            files.load_state(path, _valid)
+        except files.Garbage:  # still: no write of a writer was under way
+            with contextlib.suppress(OSError):
+                files.keep_aside(path)
+        except files.CannotRead:
+            pass
+
+
+def kept_aside(run_dir: str | Path) -> Path | None:
+    """The latest copy of the run's state.json kept aside as unreadable, if any."""
+    found = files.kept(Path(run_dir) / STATE_FILE)
+    return found[-1] if found else None
 
 
 def read_worker(run_dir: str | Path) -> dict:
@@ -116,6 +161,15 @@ def read_worker(run_dir: str | Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def worker_unloads_in(info: dict) -> float | None:
+    """Seconds until a chat worker unloads itself if nobody asks it anything, from its worker.json (its idle_s and
+    the end of its last request); None while it loads (or for a worker.json that does not say)."""
+    last, idle = info.get("last_request"), info.get("idle_s")
+    if info.get("status") != "ready" or not isinstance(last, (int, float)) or not isinstance(idle, (int, float)):
+        return None
+    return max(0.0, last + idle - time.time())
 
 
 def write_state(state: JobState) -> None:
@@ -129,6 +183,25 @@ def hold_lock(run_dir: str | Path) -> int:
     fd = os.open(Path(run_dir) / STATE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
+
+
+def set_reserve(run_dir: str | Path) -> None:
+    """Set room aside in the run folder for the run's last word (nothing when the disk has none to give)."""
+    path = Path(run_dir) / STATE_RESERVE
+    try:
+        with open(path, "wb") as fh:
+            fh.write(bytes(RESERVE_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def release_reserve(run_dir: str | Path) -> None:
+    """Give the room back (just before the last word is written, which may need it)."""
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / STATE_RESERVE).unlink()
 
 
 @contextlib.contextmanager
@@ -156,9 +229,10 @@ def settle(state: JobState) -> bool:
     with writer_gone(state.path) as free:
         if not free:
             return False
-        now = read_state(state.path)
+        now = read_state(state.path, held=True)  # a damaged one is kept aside before this write
         if now is not None and not now.active:
             return True  # its last word arrived after all
+        release_reserve(state.path)  # the room its writer set aside, for this very write
         try:
             write_state(state)
         except OSError:

@@ -28,7 +28,7 @@ from typing import Any
 from ..job import record, spec as specmod
 from ..job.record import STATE_FILE
 from .manager import JobManager
-from .state import JobState, read_state
+from .state import ACTIVE, JobState, read_state
 
 TAIL_BYTES = 64 << 10  # the end of events.jsonl a summary reads: dozens of log lines, the memory and end events
 CACHE_SIZE = 2048  # files kept parsed (a few per run); the oldest go first
@@ -150,6 +150,7 @@ class RunSummary:
     has_eval: bool = False  # the job evaluates (a validation split or an evaluation set)
     output: str = ""  # where the trainer wrote (events, weights): the run folder, except for a node's part of a job
     slurm: dict = field(default_factory=dict)  # a Slurm job: job_id, state, reason, position (while pending), nodes
+    message: str = ""  # what the run does now or how it ended (a stall and the rank behind it, a full disk), in English
 
     @property
     def name(self) -> str:
@@ -157,7 +158,7 @@ class RunSummary:
 
     @property
     def active(self) -> bool:
-        return self.status in ("starting", "running", "stopping")
+        return self.status in ACTIVE
 
     def duration(self, now: float | None = None) -> float | None:
         if self.started is None:
@@ -226,7 +227,7 @@ def summarize(st: JobState, entry: dict, cache: FileCache = CACHE) -> RunSummary
     """The line of one run: its state (as the manager found it), its job, its plan and the tail of its events."""
     s = RunSummary(run_dir=entry.get("run_dir") or st.run_dir, status=st.status, source=st.source or entry.get("source", ""),
                    run_id=entry.get("run_id"), device_kind=st.device_kind, devices=list(st.devices), started=st.started,
-                   ended=st.ended, archived=bool(entry.get("archived")), slurm=dict(st.slurm or {}))
+                   ended=st.ended, archived=bool(entry.get("archived")), slurm=dict(st.slurm or {}), message=str(st.message))
     job = job_values(s.run_dir, cache)
     if job is not None:
         s.model, s.method, s.stage, s.offload = job["model_name_or_path"], job["finetuning_type"], job["deepspeed_stage"], \

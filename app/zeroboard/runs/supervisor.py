@@ -12,8 +12,13 @@ it in ``state.json`` whether or not anyone is watching.  SIGTERM or SIGINT
 asks it to stop the job (graceful, then SIGKILL after the grace period, then a
 check that nothing is left); SIGHUP is ignored (closing a terminal must not
 stop a job the page started).  A disk error while it records the run (the
-run's disk is full) ends the run as failed with that reason; if even the end
-cannot be written into the run folder, it goes into the runs index.  A chat
+run's disk is full) ends the run as failed with that reason: room set aside at
+the start (``state.reserve``) is given back for that last word, which also goes
+into the runs index (and only there when even so the run folder takes nothing:
+the next look at the run writes it into state.json once the disk has room).
+Once a second it also judges from the ranks' heartbeats whether the run still
+moves (:mod:`.stall`): stalled, naming the ranks that have not moved, and back
+to running when it moves again; it stops nothing for that.  A chat
 worker (launch.json's ``kind: chat``) is supervised the same way; its entry
 in the runs index is removed when it ends.
 """
@@ -30,11 +35,11 @@ from pathlib import Path
 import psutil
 
 from .. import files
-from ..job import folders, record
+from ..job import manifest, record
 from ..job.registry import Registry
 from ..words import Msg, from_json, say
-from . import executors, outcome
-from .state import JobState, hold_lock, write_state
+from . import executors, outcome, stall
+from .state import JobState, hold_lock, release_reserve, set_reserve, write_state
 
 RANK_FAIL_GRACE_S = 10.0  # a rank reported an error: give the launcher this long to stop the others
 SIGNAL_REPORT = "SignalException"
@@ -48,6 +53,7 @@ class Supervisor:
             self.lock = hold_lock(run_dir)
         except OSError:  # a full disk cannot even make the lock: the end goes into the index (finish)
             self.lock = None
+        set_reserve(run_dir)  # room for the last word, should the disk fill up meanwhile
         self.cmd = json.loads((run_dir / record.COMMAND_FILE).read_text(encoding="utf-8"))
         launch = json.loads((run_dir / record.LAUNCH_FILE).read_text(encoding="utf-8"))
         self.registry = Registry(launch["index"])
@@ -59,7 +65,8 @@ class Supervisor:
                               grace_s=launch.get("grace_s", 30.0), events_offset=launch.get("events_offset", 0),
                               log_offset=launch.get("log_offset", 0), trainer_dir=launch.get("trainer_dir", ""),
                               node_rank=launch.get("node_rank", 0), notes=[from_json(n) for n in launch.get("notes", [])],
-                              kind=launch.get("kind", "train"))
+                              kind=launch.get("kind", "train"), run_id=launch.get("run_id", ""))
+        self.stall = stall.Watch(launch.get("stall"))
         self.executor = executors.for_command(self.cmd)
         self.state.executor = self.executor.name
         self.disk_error: Msg | None = None
@@ -136,7 +143,8 @@ class Supervisor:
                 self.save()
             if time.time() - last_scan > 1.0:
                 last_scan = time.time()
-                if self.executor.follow(st):
+                followed = self.executor.follow(st)
+                if self.stall.look(st) or followed:
                     self.save()
             rank_stuck = error_seen is not None and time.time() - error_seen > RANK_FAIL_GRACE_S
             if (self.stop_asked.is_set() or rank_stuck or self.disk_error) and st.status != "stopping":
@@ -155,16 +163,22 @@ class Supervisor:
         return code, evs + record.parse(tail.read_lines()), stop_at
 
     def finish(self) -> None:
-        """The last word: into state.json, or (its disk is full) into the runs index."""
-        self.state.files = folders.listing(self.run)  # from now on, the run folder's own files
+        """The last word: into state.json (the room set aside is given back for it first), and into the runs index
+        when the run ended for a disk error or state.json could not take it (from there, the next look writes it
+        into state.json)."""
+        release_reserve(self.run)
+        self.state.files, self.state.written = manifest.at_end(self.run)  # what the run wrote: its own files from now on
+        written = False
         try:
             write_state(self.state)
+            written = True
         except OSError as e:
             _stderr(say("run.disk_error", path=str(self.run / record.STATE_FILE), why=e.strerror or str(e)))
-            try:
+        try:
+            if not written or _disk_cause(self.state):
                 self.registry.update(self.state.run_dir, outcome=self.state.to_json())
-            except Exception as err:  # nowhere left to write: the supervisor's own log may still have it
-                _stderr(f"{type(err).__name__}: {err}")
+        except Exception as err:  # nowhere left to write: the supervisor's own log may still have it
+            _stderr(f"{type(err).__name__}: {err}")
         finally:
             try:
                 self.log.close()
@@ -183,6 +197,11 @@ def _stderr(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
     except OSError:
         pass
+
+
+def _disk_cause(st: JobState) -> bool:
+    """The run ended for a disk error (its folder's disk is suspect: the index keeps a copy of the end)."""
+    return st.status == "failed" and getattr(st.error, "key", "") in ("run.disk_full", "run.disk_error")
 
 
 def _size(path: Path) -> int:

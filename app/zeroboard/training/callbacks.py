@@ -3,7 +3,8 @@
 Every rank runs these; rank 0 writes the run's progress into ``events.jsonl``
 (start, each logged step with loss, learning rate, tokens/s, ETA and every
 rank's peak memory, saves, the end), and marks each checkpoint complete once
-every rank has saved its part.
+every rank has saved its part.  Every rank keeps its heartbeat (``heartbeat``):
+where it is, for the supervisor to tell a run that has stopped moving.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from .. import files
 from ..job import devices, folders, record
 from ..job.record import EventWriter
+from .heartbeat import Heartbeat
 from .templates import IGNORE
 
 RANK = int(os.environ.get("RANK", "0"))
@@ -171,10 +173,14 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
         """Turns Trainer hooks into events. Hooks run on every rank, so gathers are safe here."""
 
         stopping = False
+        beat: Heartbeat | None = None
 
         def on_train_begin(self, args, state, control, **kw):
             if torch.cuda.is_available():
                 nvml_sampler()  # reads from now on, between logs too
+            if self.beat is None:
+                self.beat = Heartbeat(args.output_dir, RANK)
+                self.beat.start()
             self.t0 = self.t_last = time.time()
             self.tokens_last = 0
             device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
@@ -215,7 +221,22 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
                      f"{eta:.0f}s" if eta is not None else "?")
             self.t_last, self.tokens_last = now, tokens
 
+        def on_step_end(self, args, state, control, **kw):
+            # the Trainer's own flow has planned by now whether an evaluation or a save follows this step
+            if self.beat is not None:
+                self.beat.step_end(state.global_step, bool(control.should_evaluate), bool(control.should_save))
+
+        def on_substep_end(self, args, state, control, **kw):
+            if self.beat is not None:
+                self.beat.moved()
+
+        def on_prediction_step(self, args, state, control, **kw):
+            if self.beat is not None:
+                self.beat.moved()
+
         def on_evaluate(self, args, state, control, metrics=None, **kw):
+            if self.beat is not None:
+                self.beat.done("eval")
             metrics = metrics or {}
             if RANK == 0 and metrics.get("eval_loss") is not None:
                 events.emit("eval", step=state.global_step, total_steps=state.max_steps, eval_loss=metrics["eval_loss"],
@@ -223,6 +244,8 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
                 log.info("step %d/%d eval loss %.4f", state.global_step, state.max_steps, metrics["eval_loss"])
 
         def on_train_end(self, args, state, control, **kw):
+            if self.beat is not None:
+                self.beat.end()
             memory = gather(memory_now(torch))  # the whole run's peak, also when the last step logged nothing
             if RANK == 0:
                 events.emit("memory", step=state.global_step, memory=memory)
@@ -238,5 +261,7 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
                                         json.dumps({"step": state.global_step, "time": time.time()}) + "\n")
                 events.emit("save", step=state.global_step, path=str(path))
                 log.info("saved checkpoint %s", path)
+            if self.beat is not None:
+                self.beat.done("save")
 
     return EventCallback()

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from .. import files, words
-from ..data import convert, info as datainfo, tokens
+from ..data import convert, info as datainfo, records as datarecords, tokens
 from ..data.formats import DataError
 from ..data.info import DatasetSource
-from ..job import spec as specmod
+from ..job import mapping, spec as specmod
 from ..words import say
 from . import dataload, templates
 
@@ -66,15 +66,19 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> str:
     what = {"version": VERSION, "sources": [s.describe() for s in sources], "max_samples": job.max_samples,
-            "seed": job.seed, "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
+            "seed": job.seed, "mix": [job.mix_strategy, job.interleave_probs] if len(sources) > 1 else None,
+            "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
+            "sizes": [job.max_cell_bytes, job.max_record_bytes],
             "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 def workers(job: specmod.JobSpec, rows: int) -> int:
+    """The job's count, at most this machine's cores (a file written for a bigger node asks for more); 0: one per
+    ROWS_PER_WORKER records, up to the cores and MAX_WORKERS."""
+    cores = mapping.cores()
     if job.preprocessing_num_workers > 0:
-        return job.preprocessing_num_workers
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return min(job.preprocessing_num_workers, cores)
     return max(1, min(cores, MAX_WORKERS, rows // ROWS_PER_WORKER))
 
 
@@ -92,6 +96,7 @@ class TokenizeBatch:
     renderer: templates.Renderer
     cutoff: int
     truncation: tokens.Rule = "proportional"
+    sizes: datarecords.Sizes = datarecords.DEFAULT  # the job's max_cell_bytes and max_record_bytes
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         keys = list(batch)
@@ -99,6 +104,9 @@ class TokenizeBatch:
         for j, i in enumerate(indices):
             record = {k: batch[k][j] for k in keys}
             try:
+                too_big = datarecords.size_problem(record, self.src.kind, self.sizes, i)
+                if too_big is not None:
+                    raise DataError(too_big)
                 c = convert.chat_of(record, self.src, self.formatting)
                 layouts.append(self.renderer.layout(c.messages, c.tools))
             except Exception as e:  # a record that cannot be used: skipped, counted, its reason kept
@@ -148,8 +156,6 @@ def _formatting(src: DatasetSource, raw) -> str | None:
 
 def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Path) -> dict:
     """Read, template and tokenize every source into the cache entry ``out``; returns its info."""
-    import datasets
-
     t0 = time.time()
     staging = out.with_name(f"{out.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -163,13 +169,16 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         t = time.time()
         procs = workers(job, len(raw))
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
-        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation)
+        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation,
+                           datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
                              features=_features(), num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
         phases["tokenize"] += time.time() - t
         read += len(raw)
-    ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+    ds = mix(parts, job)
+    if job.mix_strategy != "concat" and len(parts) > 1:  # the draw is an index over the parts: written out in order
+        ds = ds.flatten_indices(cache_file_name=str(staging / "mixed.arrow"), new_fingerprint=f"{out.name}-mixed")
     learned = ds.data.column("learned").to_numpy()
     problem = np.asarray(ds.data.column("problem").to_pylist(), dtype=object) != ""
     full = ds.data.column("full_length").to_numpy()
@@ -193,7 +202,7 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     phases["save"] = time.time() - t
     info["seconds"] = round(time.time() - t0, 3)
     info["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
-    for p in staging.glob("map-*"):
+    for p in [*staging.glob("map-*"), *staging.glob("mixed*")]:
         p.unlink()
     files.write_text_atomic(staging / "info.json", json.dumps(info, indent=1) + "\n")
     if out.exists() and not job.overwrite_cache:  # another process (a node sharing the cache) built it meanwhile
@@ -212,6 +221,27 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
                 raise
             shutil.rmtree(staging, ignore_errors=True)
     return info
+
+
+STOPPING = {"interleave_under": "first_exhausted", "interleave_over": "all_exhausted",
+            "interleave_once": "all_exhausted_without_replacement"}
+
+
+def mix(parts: list, job: specmod.JobSpec):
+    """Several datasets as one, as LLaMA-Factory's ``merge_dataset`` mixes them: one after another (concat), or drawn
+    in turn or with ``interleave_probs`` from the job's seed until the first runs out (interleave_under), until every
+    one has (interleave_over: the shorter ones again), or each record once (interleave_once).
+
+    Every record still has its row here (one that cannot be used is left out afterwards), so the draw is the one
+    LLaMA-Factory makes on its records: the same rows in the same order."""
+    import datasets
+
+    if len(parts) == 1:
+        return parts[0]
+    if job.mix_strategy == "concat":
+        return datasets.concatenate_datasets(parts)
+    return datasets.interleave_datasets(parts, probabilities=job.interleave_probs or None, seed=job.seed,
+                                        stopping_strategy=STOPPING[job.mix_strategy])
 
 
 def is_built(path: Path) -> bool:

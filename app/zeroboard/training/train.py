@@ -94,9 +94,11 @@ def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
     data = dataprep.prepare(job, tokenizer, lambda: args.main_process_first(local=True, desc="dataset"),
                             is_main=args.local_process_index == 0)
     info = data.info
+    first = {"first_skipped": {k: info["problems"][0][k] for k in ("source", "record", "message")}} \
+        if info["problems"] else {}  # the first record skipped (as LLaMA-Factory skips it) and why
     events.emit("data", rank=RANK, built=data.built, seconds=round(data.seconds, 3), samples=len(data.train),
                 eval_samples=len(data.eval) if data.eval is not None else 0, tokens=info["tokens"],
-                truncated=info["truncated"], answer_lost=info["answer_lost"], skipped=info["skipped"],
+                truncated=info["truncated"], answer_lost=info["answer_lost"], skipped=info["skipped"], **first,
                 cache=[str(p) for p in data.paths])
     if RANK == 0:
         log.info("data: %d samples, %d tokens (%d truncated at cutoff_len %d, %d with no answer left, %d records "

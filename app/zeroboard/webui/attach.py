@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from .. import safeload
 from ..job import folders, record, spec
 from ..job.command import Command
 from ..runs.manager import JobManager
@@ -32,12 +33,15 @@ def run_view(run_dir: str | None) -> dict | None:
     run = Path(run_dir)
     try:
         job = spec.load_yaml(run / record.SPEC_FILE)
-        cmd = json.loads((run / record.COMMAND_FILE).read_text(encoding="utf-8"))
+        cmd = json.loads(safeload.read_text(run / record.COMMAND_FILE, safeload.CONFIG))
     except (spec.SpecError, OSError, ValueError):
         return None
     ds = run / record.DS_CONFIG_FILE
     if ds.is_file():
-        ds_text = ds.read_text(encoding="utf-8")
+        try:
+            ds_text = safeload.read_text(ds, safeload.CONFIG)
+        except (OSError, ValueError):
+            ds_text = ""
     elif cmd.get("deepspeed_config"):
         ds_text = handlers.deepspeed_json(_command(cmd))
     else:

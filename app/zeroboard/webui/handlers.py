@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import files, planner, words, workspace
+from .. import files, planner, safeload, words, workspace
 from ..data import convert, info as datainfo, records
 from ..data.formats import DataError
 from ..job import checks, command, devices, placement, spec
@@ -24,6 +24,7 @@ from ..runs import dispatcher, manager as runmgr
 from ..runs.launch import prepare_launch
 from ..runs.queue import Queue
 from ..words import Msg, say, text, tr
+from . import chat_handlers
 
 SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
 
@@ -79,6 +80,7 @@ class Checked:
     errors: dict[str, Msg] = field(default_factory=dict)
     warnings: dict[str, Msg] = field(default_factory=dict)
     prepared: command.Prepared | None = None
+    refused: Msg | None = None  # why Start was refused though the job is valid (a job or a chat worker on its devices)
 
     @property
     def ok(self) -> bool:
@@ -117,9 +119,11 @@ def deepspeed_json(cmd: command.Command | None) -> str:
         return ""
     path = Path(cmd.cwd) / cmd.deepspeed_config
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        return f"// {text('page.cannot_read', 'en', path=str(path), why=e.strerror or str(e))}"
+        return safeload.read_text(path, safeload.CONFIG)
+    except safeload.Refused as e:
+        return f"// {text('page.cannot_read', 'en', path=str(path), why=text(e.key, 'en', **e.values))}"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"// {text('page.cannot_read', 'en', path=str(path), why=getattr(e, 'strerror', None) or str(e))}"
 
 
 def report_markdown(checked: Checked, lang: str = "en") -> str:
@@ -215,9 +219,9 @@ def save_args(values: dict, path: str, lang: str = "en", replace: bool = False) 
 
 def _saved_args_file(p: Path) -> bool:
     try:
-        with p.open(encoding="utf-8") as fh:
-            return fh.readline().strip() == SAVED_MARK
-    except (OSError, UnicodeDecodeError):
+        with safeload.open_text(p) as fh:  # a FIFO in its place is no saved file (and is not waited on)
+            return fh.readline(len(SAVED_MARK) + 2).strip() == SAVED_MARK
+    except (OSError, UnicodeDecodeError, safeload.Refused):
         return False
 
 
@@ -229,12 +233,15 @@ def load_args(path: str, lang: str = "en") -> tuple[dict | None, str]:
     if not (path or "").strip() or not ws.readable(path.strip()):
         return None, text("page.not_loaded", lang, path=path, why=text("check.read_outside", lang, path=path,
                                                                        roots=ws.describe()))
+    notes: dict[str, Msg] = {}
     try:
-        job = spec.load_yaml(ws.path(path.strip()))
+        job = spec.load_yaml(ws.path(path.strip()), notes)
     except spec.SpecError as e:
         problems = "; ".join(f"{k}: {tr(v, lang)}" for k, v in e.problems.items())
         return None, text("page.not_loaded", lang, path=path, why=problems)
-    return spec_to_form(job), text("page.loaded", lang, path=path)
+    said = "".join(f"\n- **{text('check.note_word', lang)}** {html.escape(k)}: {html.escape(tr(v, lang))}"
+                   for k, v in notes.items())  # what a LLaMA-Factory file's keys became here
+    return spec_to_form(job), text("page.loaded", lang, path=path) + ("\n" + said if said else "")
 
 
 # --- dataset preview -------------------------------------------------------------------
@@ -247,6 +254,8 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
     except ValueError as e:
         return f"**{text('page.error', lang)}** dataset: {html.escape(tr(e.args[0], lang))}"
     ws = workspace.current()
+    if (unusable := checks.path_too_long(dataset_dir or "")) is not None:
+        return f"**{text('page.error', lang)}** dataset_dir: {html.escape(tr(unusable, lang))}"
     if not ws.readable(dataset_dir, cache_ok=True):
         why = text("check.read_outside", lang, path=dataset_dir, roots=ws.describe())
         return f"**{text('page.error', lang)}** dataset_dir: {html.escape(why)}"
@@ -261,11 +270,15 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
             if src.load_from != "file":
                 out.append(text("page.samples_hub", lang, name=html.escape(name), where=html.escape(src.where)))
                 continue
-            chats = convert.chats(src, records.head(src, n))
+            skipped: list = []
+            chats = convert.chats(src, records.head(src, n), skipped=skipped)
         except DataError as e:
             out.append(f"**{text('page.error', lang)}** {html.escape(name)}: {html.escape(tr(e.args[0], lang))}")
             continue
         out.append(text("page.samples_first", lang, name=html.escape(name), path=html.escape(src.where), shown=len(chats)))
+        if skipped:  # the records LLaMA-Factory skips: left out of training too, the first one named
+            i, why = skipped[0]
+            out.append("> " + html.escape(tr(say("data.skipped_shown", n=len(skipped), i=i, why=why), lang)))
         if src.unknown:
             out.append("> " + html.escape(tr(say("data.unknown_keys", name=name, keys=", ".join(src.unknown)), lang)))
         for c in chats:
@@ -277,17 +290,26 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
 
 
 def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
-          lang: str = "en"):
-    """Check, then launch exactly the command the check built. Returns (check, state or None, message)."""
+          lang: str = "en", unload_chat: bool = False):
+    """Check, then launch exactly the command the check built. Returns (check, state or None, message).
+
+    Refused because a chat worker holds the job's devices (``checked.refused``, ``run.busy_chat``): the message offers
+    "Unload and start", which calls this again with ``unload_chat``: the workers on the job's devices are unloaded
+    (found in the runs index, whoever loaded them), then the job starts."""
     checked = check(values, gpus, port)
     if not checked.ok:
         return checked, None, report_markdown(checked, lang)
+    unloaded = chat_handlers.unload_on(manager, checked.command.device_kind, checked.command.devices, lang) \
+        if unload_chat else []
+    said = "".join(f"{html.escape(line)}  \n" for line in unloaded)
     try:
         state = manager.start(checked.prepared, source="page")
     except runmgr.Busy as e:
-        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text('page.busy_hint', lang)}"
+        checked.refused = e.args[0]
+        hint = "page.busy_chat_hint" if getattr(e.args[0], "key", "") == "run.busy_chat" else "page.busy_hint"
+        return checked, None, f"{said}**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text(hint, lang)}"
     except runmgr.StartError as e:
-        return checked, None, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
+        return checked, None, f"{said}**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     notes = [f"- {text('page.note', lang)}: {tr(n, lang)}" for n in state.notes]
     if state.master_port and state.master_port != checked.command.master_port:  # the shown command must be what runs
         checked.prepared.command = command.with_port(checked.command, state.master_port)
@@ -295,7 +317,7 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         msg = f"**{text('page.could_not_start', lang)}** {html.escape(tr(state.message, lang))}"
     else:
         msg = text("page.started", lang, run=workspace.shown(state.run_dir), pid=state.launcher_pid or state.supervisor_pid or "-")
-    return checked, state, "\n".join([msg, *notes])
+    return checked, state, said + "\n".join([msg, *notes])
 
 
 def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
@@ -309,8 +331,11 @@ def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         entry = dispatcher.enqueue(manager, checked.prepared, "page")
     except RegistryError as e:
         return checked, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
-    position = next((i for i, e in enumerate(Queue(manager.index).entries(), 1) if e.id == entry.id), 1)
-    return checked, text("page.queued", lang, id=entry.id, position=position, why=html.escape(tr(entry.why, lang)))
+    q = Queue(manager.index)
+    position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
+    message = text("page.queued", lang, id=entry.id, position=position, why=html.escape(tr(entry.why, lang)))
+    problem = q.problem()  # a damaged queue file was kept aside before this entry was written: say so
+    return checked, message if problem is None else f"{message}\n\n**⚠ {html.escape(tr(problem, lang))}**"
 
 
 def abort(manager: runmgr.JobManager, run_dir: str | None, lang: str = "en") -> str:

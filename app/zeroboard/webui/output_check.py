@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import words, workspace
+from .. import safeload, words, workspace
 from ..data.demo import DEMO_PROMPTS, DEMO_PROMPTS_ZH
 from ..job import checks, folders, record
 from ..outputs.inspect import OutputError, inspect
@@ -127,7 +127,7 @@ def json_report(stdout: str) -> dict:
 def launch_dir(run_dir: str | Path) -> str:
     """The folder the run was launched from (as its command record says); the server's own otherwise."""
     try:
-        return json.loads((Path(run_dir) / record.COMMAND_FILE).read_text(encoding="utf-8"))["cwd"]
+        return json.loads(safeload.read_text(Path(run_dir) / record.COMMAND_FILE, safeload.CONFIG))["cwd"]
     except (OSError, ValueError, KeyError, TypeError):
         return os.getcwd()
 

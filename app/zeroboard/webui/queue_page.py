@@ -4,7 +4,10 @@ A page of the registry (``pages``).  Jobs get here from the Train page's **Queue
 --queue``): the same check and command as Start, then the queue's dispatcher starts each through the one launch
 path as its devices and folder free (``runs.dispatcher``).  This page only reads the queue file and asks the queue
 to move or drop an entry (``runs.queue.Queue`` is its one writer, under its lock); what it shows for each entry
-is why it waits (which run holds its devices, or which earlier entry goes first).
+is why it waits (which run holds its devices, or which earlier entry goes first), and above the count, a queue file
+that cannot be read or a damaged one kept aside (where the copy went, what to do).  Each look (the tab opened, its
+timer, Refresh, a move or a cancel) starts a new dispatcher when entries wait and none runs, which costs one lock
+probe when one does (``dispatcher.revive``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from .. import words, workspace
+from ..job.registry import RegistryError
+from ..runs import dispatcher
 from ..runs.queue import Entry, Queue
 from ..words import text, tr
 from . import pages
@@ -55,12 +60,17 @@ def choices(entries: list[Entry]) -> list[tuple[str, str]]:
 
 
 def view(q: Queue, current: str | None, lang: str):
-    """The table, the picker (keeping the picked entry while it is queued) and the count."""
+    """The table, the picker (keeping the picked entry while it is queued) and the count; a dispatcher started first
+    when entries wait without one (the reasons shown are then the ones found now)."""
+    dispatcher.revive(q)
     entries = q.entries()
     ids = [e.id for e in entries]
     keep = current if current in ids else (ids[0] if ids else None)
     table = rows(entries, lang)
     count = text("queue.count", lang, n=len(entries)) if entries else text("cli.queue_empty", lang)
+    problem = q.problem()  # a queue file that cannot be read, or a damaged one kept aside: said until dealt with
+    if problem is not None:
+        count = f"**⚠ {html.escape(tr(problem, lang))}**\n\n{count}"
     return (gr.update(value=table or None, headers=words.headers("queue", lang)),
             gr.update(choices=choices(entries), value=keep), count)
 
@@ -72,11 +82,14 @@ def act(q: Queue, action: str, entry_id: str | None, lang: str) -> str:
     if pos is None:
         return text("queue.pick_first", lang)
     entry = entries[pos - 1]
-    if action == "cancel":
-        q.remove(entry.id)
-        return html.escape(text("cli.queue_cancelled", lang, id=entry.id, output=workspace.shown(entry.output)))
-    to = max(1, min(len(entries), pos + (-1 if action == "up" else 1)))
-    q.move(entry.id, to)
+    try:
+        if action == "cancel":
+            q.remove(entry.id)
+            return html.escape(text("cli.queue_cancelled", lang, id=entry.id, output=workspace.shown(entry.output)))
+        to = max(1, min(len(entries), pos + (-1 if action == "up" else 1)))
+        q.move(entry.id, to)
+    except RegistryError as e:  # the queue file cannot be read or written: nothing changed
+        return html.escape(tr(e.args[0], lang))
     return text("cli.queue_moved", lang, id=entry.id, position=to)
 
 

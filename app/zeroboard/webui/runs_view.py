@@ -18,6 +18,7 @@ import html
 import json
 import math
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,9 @@ def listing(manager: JobManager, filter_text: str = "", status: str = "", page: 
     now = time.time()
     count = text("runs.count", lang, shown=len(shown), total=len(every), page=page + 1, pages=pages) if every \
         else text("runs.none", lang)
+    problems = manager.problems()  # an index or a run's state that could not be read: said until dealt with
+    if problems:
+        count = "\n\n".join([*(f"**⚠ {html.escape(tr(p, lang))}**" for p in problems), count])
     return Listing([row(s, lang, now) for s in chunk], [s.run_dir for s in chunk], count, page,
                    [(workspace.shown(s.run_dir), s.run_dir) for s in every])
 
@@ -279,25 +283,30 @@ def _drop_gpu_ids(values: dict, gpus: list[devices.Gpu]) -> dict:
 # --- delete and archive ----------------------------------------------------------------------
 
 
-def folder_size(path: Path) -> int:
+def files_size(path: Path, rels: list[str]) -> int:
+    """The bytes of these files (paths relative to ``path``; folders count nothing)."""
     total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
+    for rel in rels:
+        try:
+            st = os.lstat(path / rel)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            total += st.st_size
     return total
 
 
 def confirm_text(manager: JobManager, action: str, run_dir: str, lang: str) -> tuple[str, bool]:
     """What the confirmation asks, or why the action is refused at once: (markdown, whether to ask)."""
-    why = housekeeping.why_not(manager, run_dir) if action != "restore" else None
+    why = housekeeping.why_not(manager, run_dir, action) if action != "restore" else None
     if why is not None:
         return html.escape(shown_paths(tr(why, lang), run_dir)), False
     shown = workspace.shown(run_dir)
     if action == "delete":
-        return text("runs.confirm_delete", lang, run=shown, size=size_text(folder_size(Path(run_dir)))), True
+        mine, left = housekeeping.split(manager, run_dir) if Path(run_dir).is_dir() else ([], [])
+        asked = text("runs.confirm_delete", lang, run=shown, size=size_text(files_size(Path(run_dir), mine)))
+        return asked + ("\n\n" + html.escape(text("runs.confirm_delete_left", lang, files=", ".join(left[:6])
+                                                    + (", …" if len(left) > 6 else ""))) if left else ""), True
     return text("runs.confirm_archive", lang, run=shown, to=workspace.shown(housekeeping.archive_path(Path(run_dir)))), True
 
 

@@ -10,6 +10,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "spec.text": ("must be text (got {got})", "必须是文本(当前为 {got})"),
     "spec.list": ("must be a list or comma-separated text (got {got})", "必须是列表或用逗号分隔的文本(当前为 {got})"),
     "spec.int_list": ("must be whole numbers separated by commas (got {got})", "必须是用逗号分隔的整数(当前为 {got})"),
+    "spec.number_list": ("must be numbers separated by commas (got {got})", "必须是用逗号分隔的数字(当前为 {got})"),
     "spec.json_object": (
         'must be a JSON object such as {{"optim": "adamw_torch"}} ({why})',
         '必须是 JSON 对象,例如 {{"optim": "adamw_torch"}}({why})',
@@ -23,6 +24,41 @@ WORDS: dict[str, tuple[str, str]] = {
     "spec.override_form": ("overrides look like name=value", "覆盖参数的格式是 name=value"),
     "spec.flag_unexpected": ("unexpected argument (flags look like --name value)", "意外的参数(参数的格式是 --name value)"),
     "spec.flag_no_value": ("flag without a value", "参数缺少取值"),
+    # names are names (job.quoting): no control character in a name or a path
+    "spec.control": (
+        "holds a control character, {char}, at position {pos} (got {got}): names and paths cannot hold control "
+        "characters, tabs or line breaks; type the name without it",
+        "第 {pos} 个字符是控制字符 {char}(当前为 {got}):名称和路径中不能含有控制字符、制表符或换行;请去掉它再输入",
+    ),
+    "spec.control_in": (
+        "{key}: holds a control character, {char}, at position {pos}: names, paths and other text arguments cannot "
+        "hold control characters, tabs or line breaks",
+        "{key}:第 {pos} 个字符是控制字符 {char}:名称、路径和其他文本参数中不能含有控制字符、制表符或换行",
+    ),
+    "quote.nul": ("a NUL character cannot be part of a command's argument", "NUL 字符不能出现在命令的参数中"),
+    "quote.env_name": ("{name} is not a name an environment variable can have", "{name} 不能作为环境变量名"),
+    "quote.sbatch_control": (
+        "holds a control character, {char}, at position {pos}, which an #SBATCH line cannot carry",
+        "第 {pos} 个字符是控制字符 {char},#SBATCH 行中无法写入",
+    ),
+    "check.workers_clamped": (
+        "is {n}, above this machine's {cores} CPU cores: {cores} are used here (the trainer uses at most the cores of "
+        "the machine it runs on)",
+        "为 {n},超过本机的 {cores} 个 CPU 核心:这里按 {cores} 个使用(训练进程最多使用所在机器的核数)",
+    ),
+    "check.probs_concat": (
+        "only an interleave mixing draws by probability; set mix_strategy to interleave_under, interleave_over or "
+        "interleave_once, or leave this empty",
+        "只有交错混合才按概率抽取;请把 mix_strategy 设为 interleave_under、interleave_over 或 interleave_once,或留空",
+    ),
+    "check.probs_count": (
+        "has {n} probabilities for {datasets} datasets ({evals} evaluation datasets); give one per dataset",
+        "有 {n} 个概率,而数据集有 {datasets} 个(验证数据集 {evals} 个);请每个数据集给一个",
+    ),
+    "check.probs_sum": (
+        "must be probabilities from 0 to 1 that sum to 1 (they sum to {total})",
+        "必须是 0 到 1 之间、总和为 1 的概率(当前总和为 {total})",
+    ),
     # the report
     "check.error_word": ("error", "错误"),
     "check.note_word": ("note", "注意"),
@@ -33,7 +69,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} has no config.json; point to the folder that holds the model's config.json",
         "{path} 中没有 config.json;请指向含有模型 config.json 的目录",
     ),
-    "check.demo_model_built": ("the demo model will be built on first use (a few seconds)", "演示模型会在第一次使用时构建(几秒钟)"),
+    "check.demo_model_built": ("the demo model will be built on first use", "演示模型会在第一次使用时构建"),
     "check.model_is_file": (
         "{path} is a file; point to the model folder that holds config.json",
         "{path} 是一个文件;请指向含有 config.json 的模型目录",
@@ -121,6 +157,21 @@ WORDS: dict[str, tuple[str, str]] = {
     # devices
     "check.no_gpu": ("no NVIDIA GPU found (NVML sees none); choose cpu or auto", "没有找到 NVIDIA GPU(NVML 看不到);请选择 cpu 或 auto"),
     "check.gpu_missing": ("GPU {wrong} does not exist; this machine has GPU {have}", "GPU {wrong} 不存在;这台机器的 GPU 是 {have}"),
+    "check.ds_refused": (
+        "DeepSpeed refuses {file}: {why}; the ranks would stop on it at start. Fix the file (\"auto\" takes the job's "
+        "value where the Trainer fills one)",
+        "DeepSpeed 拒绝了 {file}:{why};各进程启动时会因此停止。请修改该文件(Trainer 会填写的项可写 \"auto\",取任务中的值)",
+    ),
+    "check.ds_unchecked": (
+        "not checked against DeepSpeed's own config model ({why}); the ranks will check it at start",
+        "没有用 DeepSpeed 自己的配置模型检查({why});各进程启动时会检查它",
+    ),
+    "check.ds_not_installed": ("DeepSpeed is not installed here", "这里没有安装 DeepSpeed"),
+    "check.ds_timeout": ("DeepSpeed gave no answer within {seconds} s", "DeepSpeed 在 {seconds} 秒内没有回答"),
+    "check.gpu_none_here": (
+        "GPU {wrong} does not exist: no GPU on this machine (NVML sees none); leave gpu_ids empty to train on CPU",
+        "GPU {wrong} 不存在:这台机器上没有 GPU(NVML 看不到);要在 CPU 上训练请把 gpu_ids 留空",
+    ),
     "check.gpu_twice": ("lists a GPU twice; give each index once", "同一张 GPU 出现了两次;每个编号只写一次"),
     "check.gpu_no_bf16": (
         "GPU {gpus} cannot do bf16 (needs compute capability 8.0+); use fp16 or auto",

@@ -8,10 +8,39 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "slurm.bad_name": ("{got} is not a Slurm name (letters, digits, _ . - only)", "{got} 不是有效的 Slurm 名称(只能用字母、数字和 _ . -)"),
     "slurm.bad_time": ("{got} is not a Slurm time limit; write e.g. 02:00:00 or 1-12:00:00", "{got} 不是 Slurm 的时间限制;请写成例如 02:00:00 或 1-12:00:00"),
-    "slurm.bad_extra": (
-        "{got} is not an sbatch option: each starts with - and holds no quotes, $ or ;",
-        "{got} 不是 sbatch 选项:每项以 - 开头,且不含引号、$ 或 ;",
+    # the extra #SBATCH options (job.slurm.extra_option): an allow-list
+    "slurm.extra_form": (
+        "{got} is not an sbatch option: write one option per entry, as --name=value (e.g. --mem=64G)",
+        "{got} 不是 sbatch 选项:每项写一个选项,格式为 --name=value(例如 --mem=64G)",
     ),
+    "slurm.extra_output": (
+        "{got}: the job's output goes to launcher.log in the run folder (output_dir), where the page and "
+        "zeroboard runs read it; leave this option out",
+        "{got}:任务的输出写入运行目录(output_dir)中的 launcher.log,页面和 zeroboard runs 从那里读取;请去掉这个选项",
+    ),
+    "slurm.extra_chdir": (
+        "{got}: the job runs in the folder ZeroBoard was started from, so that the job's relative paths mean the "
+        "same on every node; start ZeroBoard from the folder you want instead",
+        "{got}:任务在启动 ZeroBoard 的目录中运行,这样任务中的相对路径在每个节点上含义相同;请改为在想要的目录中启动 ZeroBoard",
+    ),
+    "slurm.extra_owned": (
+        "{got}: ZeroBoard writes {flag} itself from {field}; set {field} instead",
+        "{got}:ZeroBoard 根据 {field} 自动写入 {flag};请改为设置 {field}",
+    ),
+    "slurm.extra_refused": (
+        "{got} is not one of the sbatch options a job may add (options that run commands, read or write files, "
+        "change the folder or the environment, or change what sbatch answers are refused); allowed: {allowed}",
+        "{got} 不在任务可以添加的 sbatch 选项之列(会运行命令、读写文件、改变目录或环境变量、或改变 sbatch 应答的选项"
+        "都会被拒绝);允许的选项:{allowed}",
+    ),
+    "slurm.extra_value": ("{got}: {flag} takes a value; write {flag}=VALUE", "{got}:{flag} 需要一个取值;请写成 {flag}=取值"),
+    "slurm.extra_unwritable": ("{got}: its value {why}", "{got}:其取值{why}"),
+    "slurm.backslash": (
+        "{path} holds a backslash: Slurm drops every backslash from the name of the job's output file, so "
+        "launcher.log could not be written in this folder; name the folder without one",
+        "{path} 中含有反斜杠:Slurm 会删除输出文件名中的所有反斜杠,launcher.log 将无法写入这个目录;请换一个不含反斜杠的目录名",
+    ),
+    "slurm.path_unwritable": ("{path} cannot be written into the sbatch script: it {why}", "{path} 无法写入 sbatch 脚本:它{why}"),
     "slurm.node_rank": ("is set by Slurm for each node; leave it 0", "由 Slurm 为每个节点设置;请保持为 0"),
     "slurm.refused": ("Slurm would not run this job: {why}", "Slurm 不会运行这个任务:{why}"),
     "slurm.no_answer": ("Slurm did not answer within {seconds} s (is slurmctld up?)", "Slurm 在 {seconds} 秒内没有响应(slurmctld 是否在运行?)"),

@@ -29,9 +29,36 @@ WORDS: dict[str, tuple[str, str]] = {
         "{name}:不支持 formatting {fmt}(请用 alpaca、sharegpt 或 openai)",
     ),
     "data.record_error": ("{path} record {i}: {why}", "{path} 第 {i} 条记录:{why}"),
-    "data.no_answer_here": (
-        "no answer to learn from (the response column, or an assistant turn, is empty or missing; map it with columns)",
-        "没有可学习的回答(response 列或 assistant 轮为空或缺失;请用 columns 指定列名)",
+    "data.skip_no_response": (
+        "no response (the column {column} is missing or null): skipped, as LLaMA-Factory skips it (map the column "
+        "with columns.response if it has another name)",
+        "没有回答(列 {column} 缺失或为 null):跳过,与 LLaMA-Factory 相同(若列名不同,请用 columns.response 指定)",
+    ),
+    "data.skip_answer_first": (
+        "the first turn is an answer, not a prompt: skipped, as LLaMA-Factory skips it",
+        "第一轮是回答而不是提问:跳过,与 LLaMA-Factory 相同",
+    ),
+    "data.skip_same_role": (
+        "turn {i} ({role}) follows a turn of the same kind (prompt and answer must take turns): skipped, as "
+        "LLaMA-Factory skips it",
+        "第 {i} 轮({role})与上一轮是同一类(提问和回答必须交替):跳过,与 LLaMA-Factory 相同",
+    ),
+    "data.skip_no_answer_last": (
+        "{n} turns, the last one not an answer: skipped, as LLaMA-Factory skips it",
+        "共 {n} 轮,最后一轮不是回答:跳过,与 LLaMA-Factory 相同",
+    ),
+    "data.skip_empty": ("no turns: skipped, as LLaMA-Factory skips it", "没有任何轮次:跳过,与 LLaMA-Factory 相同"),
+    "data.skipped_records": (
+        "{name}: {n} of {total} records are skipped, as LLaMA-Factory skips them; the first: {first}",
+        "{name}:{total} 条记录中有 {n} 条被跳过(与 LLaMA-Factory 相同);第一条:{first}",
+    ),
+    "data.all_skipped_first": (
+        "no record could be used ({n} skipped, as LLaMA-Factory skips them); the first: {first}",
+        "没有可用的记录(跳过 {n} 条,与 LLaMA-Factory 相同);第一条:{first}",
+    ),
+    "data.skipped_shown": (
+        "{n} of these records skipped, as LLaMA-Factory skips them; the first: record {i}: {why}",
+        "这些记录中有 {n} 条被跳过(与 LLaMA-Factory 相同);第一条:第 {i} 条记录:{why}",
     ),
     "data.record_not_object": ("the record is not an object", "这条记录不是对象"),
     "data.folder_empty": ("{name} points to the folder {path}, which holds no data file", "{name} 指向目录 {path},但其中没有数据文件"),
@@ -72,8 +99,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "第 {i} 条消息没有键 {key}(它的键:{keys};请在条目的 tags 中设置 role_tag 和 content_tag)",
     ),
     "data.system_not_first": (
-        "message {i} is a system message; only the first message may be one",
-        "第 {i} 条消息是 system 消息;只有第一条消息可以是 system",
+        "message {i} is a system message, and only the first may be one: skipped, as LLaMA-Factory skips it",
+        "第 {i} 条消息是 system 消息,而只有第一条可以是:跳过,与 LLaMA-Factory 相同",
     ),
     "data.not_readable": ("{path} cannot be read as {kind}: {why}", "{path} 无法按 {kind} 读取:{why}"),
     "data.ms_hub_missing": (
@@ -110,14 +137,43 @@ WORDS: dict[str, tuple[str, str]] = {
         "必须是 0(不留)、小于 1 的比例或整数条样本;实际为 {got}",
     ),
     "data.not_sft": (
-        "dataset {name} in {info} maps {keys}: that is data for multimodal or preference training, which a text-only "
-        "supervised fine-tune cannot learn as meant (the media would be trained as placeholder text); remove those "
-        "keys or pick a text dataset",
-        "{info} 中的数据集 {name} 映射了 {keys}:这是多模态或偏好训练的数据,纯文本的监督微调无法按原意学习(媒体会被当作占位文本训练);请去掉这些键,或换一个纯文本数据集",
+        "dataset {name} in {info} maps {keys}: that is data for multimodal training, which a text-only supervised "
+        "fine-tune cannot learn as meant (the media would be trained as placeholder text); remove those keys or pick "
+        "a text dataset",
+        "{info} 中的数据集 {name} 映射了 {keys}:这是多模态训练的数据,纯文本的监督微调无法按原意学习(媒体会被当作占位文本训练);"
+        "请去掉这些键,或换一个纯文本数据集",
+    ),
+    "data.not_sft_pref": (
+        "dataset {name} in {info} is preference data ({keys}: chosen and rejected answers, or kto labels), made for "
+        "preference training (LLaMA-Factory's stages rm, dpo, kto), which ZeroBoard does not train yet; supervised "
+        "fine-tuning needs one answer per prompt: pick an SFT dataset",
+        "{info} 中的数据集 {name} 是偏好数据({keys}:chosen 与 rejected 回答,或 kto 标签),用于偏好训练(LLaMA-Factory 的 rm、dpo、kto 阶段),"
+        "ZeroBoard 还不支持;监督微调需要每个提问一个回答:请换一个 SFT 数据集",
     ),
     "data.record_media": (
         "has {keys}: a multimodal record, which a text-only supervised fine-tune cannot learn as meant; remove the media "
         "or pick a text dataset",
         "含有 {keys}:这是多模态记录,纯文本的监督微调无法按原意学习;请去掉媒体,或换一个纯文本数据集",
     ),
+    # records read within the job's limits (data.records)
+    "data.record_too_big": (
+        "{path} record {i}{at} is larger than max_record_bytes ({limit}); it was not read further: split it, or raise "
+        "max_record_bytes",
+        "{path} 第 {i} 条记录{at}超过了 max_record_bytes({limit});没有继续读取:请拆分它,或调大 max_record_bytes",
+    ),
+    "data.cell_too_big": (
+        "{path} record {i} (line {line}) has a cell of {size}, larger than max_cell_bytes ({limit}): shorten it, or "
+        "raise max_cell_bytes",
+        "{path} 第 {i} 条记录(第 {line} 行)有一个 {size} 的单元格,超过了 max_cell_bytes({limit}):请缩短它,或调大 max_cell_bytes",
+    ),
+    "data.skipped_cell": (
+        "record {i} has a cell larger than max_cell_bytes ({limit}): skipped",
+        "第 {i} 条记录有单元格超过了 max_cell_bytes({limit}):已跳过",
+    ),
+    "data.skipped_record": (
+        "record {i} is larger than max_record_bytes ({limit}): skipped",
+        "第 {i} 条记录超过了 max_record_bytes({limit}):已跳过",
+    ),
+    "data.at_line": (" (line {line})", "(第 {line} 行)"),
+    "data.special_file": ("{name} points to {path}: {why}", "{name} 指向 {path}:{why}"),
 }

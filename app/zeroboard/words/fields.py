@@ -28,11 +28,23 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Dataset names from dataset_info.json, or paths to .json/.jsonl/.csv/.parquet/.arrow files, comma-separated.",
         "dataset_info.json 中的数据集名,或 .json/.jsonl/.csv/.parquet/.arrow 文件路径,用逗号分隔。",
     ),
+    "mix_strategy": (
+        "Mixing",
+        "混合方式",
+        "How several datasets become one, as LLaMA-Factory mixes them: concat (one after another), interleave_under (sampled in turn until the first runs out), interleave_over (until every one has run out, the shorter ones repeated), interleave_once (until every one has run out, each record once).",
+        "多个数据集如何合成一个(与 LLaMA-Factory 相同):concat(依次相接)、interleave_under(轮流抽取,直到第一个用完)、interleave_over(直到全部用完,较短的重复)、interleave_once(直到全部用完,每条只用一次)。",
+    ),
+    "interleave_probs": (
+        "Mixing probabilities",
+        "混合概率",
+        "With an interleave mixing: the chance of drawing from each dataset, in order, summing to 1 (empty = in turn).",
+        "交错混合时:按顺序从每个数据集抽取的概率,总和为 1(留空 = 轮流)。",
+    ),
     "template": (
         "Prompt template",
         "提示模板",
-        "auto: the tokenizer's chat template if it has one, else plain. A named template (chatml, llama3, mistral, gemma, qwen, phi, alpaca, plain) replaces it, adding its special tokens when missing.",
-        "auto:有对话模板就用对话模板,否则用 plain。指定模板名(chatml、llama3、mistral、gemma、qwen、phi、alpaca、plain)则替换它,缺少的特殊 token 会被加入。",
+        "auto: the tokenizer's chat template if it has one, else plain. A named template (LLaMA-Factory's of that name: qwen3_nothink, llama3, mistral, gemma, chatml, alpaca, default, ...; or plain) replaces it, adding its special tokens when missing.",
+        "auto:有对话模板就用对话模板,否则用 plain。指定模板名(与 LLaMA-Factory 同名模板一致:qwen3_nothink、llama3、mistral、gemma、chatml、alpaca、default 等;或 plain)则替换它,缺少的特殊 token 会被加入。",
     ),
     "cutoff_len": (
         "Cutoff length",
@@ -69,14 +81,35 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
     "preprocessing_num_workers": (
         "Preprocessing workers",
         "预处理进程数",
-        "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores).",
-        "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数)。",
+        "Processes that tokenize the data, once, before training (0 = auto: one per 20,000 records, up to the cores; "
+        "more than the cores is used as the cores).",
+        "训练前一次性分词的进程数(0 = 自动:每 20,000 条一个,不超过 CPU 核数;超过核数时按核数使用)。",
+    ),
+    "dataloader_num_workers": (
+        "Loader workers",
+        "加载进程数",
+        "Processes that feed batches to each rank while it trains (0 = the rank itself); more than the cores is cut to the cores.",
+        "训练时为每个进程准备批次的进程数(0 = 由该进程自己准备);超过 CPU 核数时按核数使用。",
     ),
     "overwrite_cache": (
         "Overwrite cache",
         "覆盖缓存",
         "Tokenize again even when the cache holds this data with this tokenizer and template.",
         "即使缓存中已有相同数据、分词器和模板的结果,也重新分词。",
+    ),
+    "max_cell_bytes": (
+        "Largest CSV cell (bytes)",
+        "CSV 单元格上限(字节)",
+        "A CSV cell larger than this is refused before launch, naming its row (the trainer skips it); raise it for "
+        "long documents.",
+        "超过此大小的 CSV 单元格在启动前被拒绝,并指出所在行(训练时会跳过它);长文档请调大。",
+    ),
+    "max_record_bytes": (
+        "Largest record (bytes)",
+        "单条记录上限(字节)",
+        "A record (a JSON value, a JSON line, a CSV row) larger than this is refused before launch, naming it (the "
+        "trainer skips it); nothing larger is read into memory.",
+        "超过此大小的记录(一个 JSON 值、一行 JSON、一行 CSV)在启动前被拒绝并被指出(训练时会跳过它);不会把更大的内容读入内存。",
     ),
     "learning_rate": ("Learning rate", "学习率", "Peak learning rate of AdamW.", "AdamW 的峰值学习率。"),
     "num_train_epochs": (
@@ -205,6 +238,21 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "实验跟踪",
         "Also log the run to a tracker, inside output_dir: tensorboard (tb/), wandb offline (wandb/), mlflow (mlruns/) or swanlab local (swanlog/). Each needs its package installed.",
         "同时把训练记录写入实验跟踪工具,都保存在 output_dir 里:tensorboard(tb/)、离线 wandb(wandb/)、mlflow(mlruns/)或本地 swanlab(swanlog/)。需要先安装对应的包。",
+    ),
+    "stall_factor": (
+        "Stalled after (× step time)",
+        "停滞判定(步时倍数)",
+        "The run is shown as stalled when no rank has moved for this many times its recent median step time "
+        "(and at least stall_min_s), naming the ranks that have not moved. Nothing is stopped: Abort is yours. "
+        "Saves and the first steps are not judged. 0 turns the watch off.",
+        "当所有进程在最近中位步时的这么多倍时间内(且不少于 stall_min_s)都没有进展时,任务显示为停滞,并指出哪些 rank 没有动。"
+        "不会自动停止任务:是否中断由你决定。保存检查点和最初几步不参与判定。填 0 表示不检测停滞。",
+    ),
+    "stall_min_s": (
+        "Stalled after at least (s)",
+        "停滞判定最短时间(秒)",
+        "The shortest time without progress that counts as a stall, whatever the step time.",
+        "无论步时多短,至少这么多秒没有进展才算停滞。",
     ),
     "device_type": (
         "Device type",

@@ -91,4 +91,11 @@ WORDS: dict[str, tuple[str, str]] = {
     "out.differs": ("  [differs from the training answer]", "  [与训练答案不同]"),
     "out.zero_mismatch": ("the ZeRO checkpoint does not match the model's config: missing {missing}; unexpected {unexpected}",
                           "ZeRO 检查点与模型的 config 不一致:缺少 {missing};多出 {unexpected}"),
+    # the Modelfile's values and comments (outputs.modelfile.quoted, comment)
+    "export.mf_quotes": ('it holds """, which a Modelfile value cannot quote', '其中含有 """,Modelfile 的取值无法引用它'),
+    "export.mf_dropped": (
+        "it holds {char} at position {pos}, a character Ollama drops from a Modelfile without a word",
+        "第 {pos} 个字符是 {char},Ollama 读取 Modelfile 时会悄悄丢弃这种字符",
+    ),
+    "export.mf_left_out": ("{directive} left out: {why}", "省略了 {directive}:{why}"),
 }

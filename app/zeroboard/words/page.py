@@ -99,6 +99,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "status.idle": ("No run yet: fill the form, Preview command, then Start.", "还没有运行:填好表单,预览命令,然后开始。"),
     "status.starting": ("starting", "正在启动"),
     "status.running": ("running", "运行中"),
+    "status.stalled": ("stalled", "停滞"),
     "status.stopping": ("stopping", "正在停止"),
     "status.finished": ("finished", "已完成"),
     "status.failed": ("failed", "失败"),
@@ -178,9 +179,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "page.no_answers": ("the check's report has no answers", "检查报告中没有回答"),
     "page.the_output": ("the output", "输出"),
     "page.demo_building": (
-        "Building the offline demo model (first start only, about 15 s)...",
-        "正在构建离线演示模型(只在第一次启动时,约 15 秒)……",
+        "Building the offline demo model (first start only)...",
+        "正在构建离线演示模型(只在第一次启动时)……",
     ),
+    "page.demo_built": ("Built the offline demo model in {seconds} s.", "离线演示模型构建完成,用时 {seconds} 秒。"),
     "page.demo_failed": (
         "Could not build the demo model; the trainer will try again at Start:\n{log}",
         "无法构建演示模型;开始训练时会再试一次:\n{log}",

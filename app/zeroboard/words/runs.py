@@ -5,6 +5,21 @@ WORDS: dict[str, tuple[str, str]] = {
     "run.starting": ("starting", "正在启动"),
     "run.running": ("running", "运行中"),
     "run.stopping": ("stopping", "正在停止"),
+    "run.stalled": (
+        "stalled: no rank has moved since {since} (over {limit} s: the job's stall_factor {factor} × its recent step "
+        "time, at least stall_min_s); furthest behind: rank {ranks}, at step {step}. Nothing was stopped: it goes "
+        "back to running if it moves again; Abort stops it.",
+        "停滞:自 {since} 起没有任何进程有进展(超过 {limit} 秒:任务的 stall_factor {factor} × 最近步时,且不少于 "
+        "stall_min_s);最落后的是 rank {ranks},停在第 {step} 步。没有停止任何进程:一旦恢复进展就回到运行中;要停止请点中断。",
+    ),
+    "run.stalled_silent": (
+        "stalled: rank {ranks} has given no sign of life since {since} (at step {step}; stopped, or stuck) and the "
+        "other ranks wait for it. Nothing was stopped: it goes back to running if it moves again; Abort stops it.",
+        "停滞:rank {ranks} 自 {since} 起没有任何响应(停在第 {step} 步;被暂停或卡住),其他进程都在等它。"
+        "没有停止任何进程:一旦恢复进展就回到运行中;要停止请点中断。",
+    ),
+    "run.stall_over": ("stalled from {since} to {until} (rank {ranks}), then moved again",
+                       "{since} 至 {until} 停滞(rank {ranks}),之后恢复进展"),
     "run.finished": ("finished", "已完成"),
     "run.finished_no_end": ("finished (exit code 0, no end event)", "已完成(退出码 0,没有结束事件)"),
     "run.aborted": ("aborted", "已中断"),
@@ -69,6 +84,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "launcher gone; SIGTERM to {n} remaining process(es) {pids}",
         "启动器已不在;向剩下的 {n} 个进程 {pids} 发送 SIGTERM",
     ),
+    "run.stop_sigterm_worker": ("SIGTERM to the chat worker (pid {pid})", "向对话进程(pid {pid})发送 SIGTERM"),
     "run.stop_sigkill": (
         "still running after {seconds} s: SIGKILL to {pids} and their groups",
         "{seconds} 秒后仍在运行:向 {pids} 及其进程组发送 SIGKILL",
@@ -147,4 +163,35 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "train.weights_ds_fp32": ("weights: fp32 (DeepSpeed ZeRO-{stage}, no 16-bit copy)", "权重:fp32(DeepSpeed ZeRO-{stage},没有 16 位副本)"),
     "run.finished_early": ("finished early, as asked: saved at step {step} of {total}", "按要求提前结束:在第 {step} 步(共 {total} 步)保存"),
+    # state files that cannot be read (files.load_state): kept aside, said, never written over
+    "state.not_regular": ("not a regular file", "不是普通文件"),
+    "state.cannot_read": (
+        "{path} cannot be read ({why}); nothing is written to it until it can be: check its owner and permissions "
+        "(it may well be whole)",
+        "无法读取 {path}({why});在能读取之前不会向它写入任何内容:请检查它的所有者和权限(文件本身可能完好)",
+    ),
+    "state.cannot_move": (
+        "{path} is damaged ({why}) and could not be kept aside; nothing is written over it: move it away yourself",
+        "{path} 已损坏({why}),且无法移到一旁保存;不会覆盖它:请自行把它移走",
+    ),
+    "queue.kept_aside": (
+        "The queue file {path} could not be read (damaged, not what ZeroBoard writes), so it was kept aside as "
+        "{aside} and the queue started afresh: the jobs it held will not start. Look at the copy, "
+        "queue its jobs again, then delete it; this message stays until you do.",
+        "队列文件 {path} 无法读取(已损坏,不是 ZeroBoard 写入的内容),已另存为 {aside},"
+        "队列已重新开始:其中的任务不会启动。请查看副本,重新排队其中的任务,然后删除副本;在此之前这条提示会一直显示。",
+    ),
+    "index.kept_aside": (
+        "The runs index {path} could not be read (damaged, not what ZeroBoard writes), so it was kept aside as {aside} "
+        "and a new index was started: the runs it listed are not shown here (their folders are "
+        "untouched). Look at the copy, then delete it; this message stays until you do.",
+        "运行索引 {path} 无法读取(已损坏,不是 ZeroBoard 写入的内容),已另存为 {aside},"
+        "并已新建索引:其中记录的运行不再列出(它们的目录没有改动)。请查看副本,然后删除它;在此之前这条提示会一直显示。",
+    ),
+    "state.kept_aside_state": (
+        "{path} could not be read (damaged, not what ZeroBoard writes), so it was kept aside as {aside}; the run's "
+        "end was recorded again from its events. Delete the copy once you have looked at it.",
+        "{path} 无法读取(已损坏,不是 ZeroBoard 写入的内容),已另存为 {aside};已根据事件记录重新记下这次运行的结果。"
+        "查看后请删除该副本。",
+    ),
 }

@@ -66,13 +66,19 @@ WORDS: dict[str, tuple[str, str]] = {
     "runs.confirm": ("Confirm", "确认"),
     "runs.cancel": ("Cancel", "取消"),
     "runs.confirm_delete": (
-        "Delete **{run}** and everything in it ({size}): its record, checkpoints and outputs? This cannot be undone.",
-        "删除 **{run}** 及其中的全部内容({size}):运行记录、检查点和输出?此操作无法撤销。",
+        "Delete **{run}**: everything the run wrote ({size}), its record, checkpoints and outputs? This cannot be undone.",
+        "删除 **{run}**:这次运行写入的全部内容({size}),包括运行记录、检查点和输出?此操作无法撤销。",
     ),
     "runs.confirm_archive": ("Move **{run}** into **{to}**? It is listed under archived and can be restored.",
                              "把 **{run}** 移到 **{to}**?它会列在「已归档」中,之后可以恢复。"),
     "runs.cancelled": ("Nothing was changed.", "没有做任何改动。"),
     "runs.deleted": ("Deleted {run}.", "已删除 {run}。"),
+    "runs.deleted_left": ("Deleted what the run {run} wrote; left {files} in its folder (not written by ZeroBoard).",
+                          "已删除运行 {run} 写入的内容;保留了目录中的 {files}(不是 ZeroBoard 写入的)。"),
+    "runs.deleted_kept_folder": ("Deleted what the run {run} wrote; the folder itself was there before the run and stays "
+                                 "(empty).", "已删除运行 {run} 写入的内容;目录本身在运行之前就已存在,予以保留(现在为空)。"),
+    "runs.confirm_delete_left": ("These stay, as the run did not write them: {files}.",
+                                 "以下内容不是这次运行写入的,会保留:{files}。"),
     "runs.archived": ("Archived {run} into {to}.", "已把 {run} 归档到 {to}。"),
     "runs.restored": ("Restored {run} to {to}.", "已把 {run} 恢复到 {to}。"),
     "runs.not_registered": ("{run} is not a run of this workspace.", "{run} 不是本工作区的运行。"),
@@ -83,8 +89,11 @@ WORDS: dict[str, tuple[str, str]] = {
                             "{run} 不在本工作区可以写入的目录内({roots})。"),
     "runs.refuse_not_owned": ("{run} is not a folder ZeroBoard made for this run{why}: left as it is.",
                               "{run} 不是 ZeroBoard 为这次运行创建的目录{why}:保持原样。"),
-    "runs.refuse_foreign": ("{run} holds files no run wrote ({files}): move them out first; nothing was touched.",
-                            "{run} 中有不是运行写入的文件({files}):请先把它们移走;没有做任何改动。"),
+    "runs.refuse_foreign": ("{run} holds files the run did not write ({files}): archiving moves the folder whole and "
+                            "would take them along; move them out first (Delete leaves them where they are); nothing "
+                            "was touched.",
+                            "{run} 中有不是这次运行写入的文件({files}):归档会整体移动目录,把它们一起带走;请先把它们移走"
+                            "(删除则会把它们留在原处);没有做任何改动。"),
     "runs.refuse_nested": ("{run} holds another run ({other}): left as it is.", "{run} 中还有另一个运行({other}):保持原样。"),
     "runs.refuse_gone": ("{run} is no longer on the disk: nothing to archive.", "{run} 已不在磁盘上:没有可归档的内容。"),
     "runs.delete_partial": ("Could not delete all of {run} (e.g. {files}); the rest was removed.",

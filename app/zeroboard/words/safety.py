@@ -10,6 +10,26 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "safe.recursive": ("an alias refers to itself", "有别名引用了它自己"),
     "safe.value_too_big": ("is larger than {limit}; keep extra arguments short", "超过了 {limit};额外参数请保持简短"),
+    "safe.special_fifo": (
+        "it is a FIFO (a named pipe), not a file: reading it would wait for a writer for ever; give a regular file",
+        "它是 FIFO(命名管道)而不是文件:读取它会一直等待写入方;请给出普通文件",
+    ),
+    "safe.special_char": ("it is a character device, not a file; give a regular file", "它是字符设备而不是文件;请给出普通文件"),
+    "safe.special_block": ("it is a block device, not a file; give a regular file", "它是块设备而不是文件;请给出普通文件"),
+    "safe.special_socket": ("it is a socket, not a file; give a regular file", "它是套接字而不是文件;请给出普通文件"),
+    "safe.special_other": ("it is no regular file; give a regular file", "它不是普通文件;请给出普通文件"),
+    "safe.duplicate_key": (
+        "the key {key} is given twice in one mapping (lines {lines}): the last would silently win; keep one",
+        "键 {key} 在同一个映射里出现了两次(第 {lines} 行):后一个会悄悄覆盖前一个;请只保留一个",
+    ),
+    "safe.not_finite": (
+        "{key} is {got}, not a finite number (a number past ±1.8e308, such as 1e400, reads as infinity)",
+        "{key} 为 {got},不是有限的数(超过 ±1.8e308 的数,例如 1e400,会被读成无穷大)",
+    ),
+    "safe.nul_in_path": (
+        "contains a NUL byte (\\0), which no file name can hold; remove it",
+        "含有 NUL 字节(\\0),任何文件名都不能包含它;请删除",
+    ),
     "spec.unsafe": ("{path} was not read: {why}", "没有读取 {path}:{why}"),
     "spec.too_long": (
         "is {n} characters long (at most {limit}); was a file pasted here?",
@@ -20,6 +40,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "data.info_unsafe": ("{path} was not read: {why}", "没有读取 {path}:{why}"),
     "check.ds_unsafe": ("{path} was not read: {why}", "没有读取 {path}:{why}"),
     "check.config_unsafe": ("{path} was not read: {why}", "没有读取 {path}:{why}"),
+    "check.config_size": (
+        "{path}: {key} is {got}; a model's sizes are whole numbers from 0 to {limit}",
+        "{path}:{key} 为 {got};模型的尺寸必须是 0 到 {limit} 之间的整数",
+    ),
     # whose folder it is (job.folders)
     "check.folder_unmarked": (
         " — it has no ZeroBoard run marker (zeroboard_run.json), so it is not a run folder whatever its files are called",
@@ -32,6 +56,18 @@ WORDS: dict[str, tuple[str, str]] = {
     "check.folder_copied": (
         " — its marker was written for {folder} (a copy of another run's folder)",
         " —— 其中的标记是为 {folder} 写的(这是另一个运行目录的副本)",
+    ),
+    "check.folder_no_state": (
+        " — it holds a run marker (zeroboard_run.json) but no record of that run ({file}), so it is not a run folder",
+        " —— 其中有运行标记(zeroboard_run.json),却没有这次运行的记录({file}),所以它不是运行目录",
+    ),
+    "check.folder_state_other": (
+        " — its marker and its run's record name different runs (the record names {run_id})",
+        " —— 其中的标记与运行记录指向不同的运行(记录中是 {run_id})",
+    ),
+    "check.folder_state_unreadable": (
+        " — its run's record ({file}) cannot be read, so nothing says the marker is this folder's",
+        " —— 其中的运行记录({file})无法读取,无从确认标记属于这个目录",
     ),
     # who holds the devices (runs.manager)
     "run.busy_other": (
@@ -65,11 +101,25 @@ WORDS: dict[str, tuple[str, str]] = {
     ),
     "bound.processes": ("is {got}, above {limit} processes on one machine", "为 {got},单台机器上超过 {limit} 个进程"),
     "bound.nodes": ("is {got}, above {limit} machines: start fewer, or split the job", "为 {got},超过 {limit} 台机器:请减少机器数量,或拆分任务"),
-    "bound.workers": (
-        "is {got}, but this machine has {cores} CPU cores: each worker is a process of its own, so more than the cores "
-        "only slows data preparation down; use at most {cores} (0: tokenize in the main process)",
-        "为 {got},但本机只有 {cores} 个 CPU 核心:每个 worker 都是一个独立进程,多于核心数只会拖慢数据预处理;最多填 {cores}(0 表示在主进程中分词)",
+    "bound.stall_factor": (
+        "is {got}, above {limit}: a run would be called stalled only after that many step times without progress; "
+        "0 turns the watch off",
+        "为 {got},超过 {limit}:要等这么多倍步时都没有进展才算停滞;填 0 表示不检测停滞",
     ),
+    "bound.stall_min_s": (
+        "is {got} s, above {limit} s (a week): a hung run would go unnoticed for that long",
+        "为 {got} 秒,超过 {limit} 秒(一周):卡住的任务这么久都不会被发现",
+    ),
+    "bound.workers_absurd": (
+        "is {got}, above {limit}: no machine has use for that many worker processes (each is a process of its own); "
+        "use at most the machine's cores",
+        "为 {got},超过 {limit}:没有哪台机器需要这么多 worker 进程(每个都是独立进程);最多填机器的核心数",
+    ),
+    "bound.size": (
+        "is {got}, above {limit} bytes: a cell or record that large is a whole dataset in one field",
+        "为 {got},超过 {limit} 字节:这么大的单元格或记录相当于把整个数据集放进一个字段",
+    ),
+    "bound.at_least": ("must be at least {limit} (got {got})", "至少为 {limit}(当前为 {got})"),
     "check.batch_over_data": (
         "one optimizer step takes {per_step} samples (micro-batch × accumulation × devices) but the data holds {n}: "
         "each epoch makes a single short step",

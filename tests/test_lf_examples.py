@@ -1,0 +1,144 @@
+"""LLaMA-Factory's own training examples, validated and previewed as they are.
+
+The YAMLs and DeepSpeed configs are LLaMA-Factory 0.9.5's, verbatim (tests/fixtures/llamafactory, see its README),
+in a folder laid out as LLaMA-Factory's checkout is (its ``data/``, its ``examples/deepspeed/``); the only change is
+the model, pointed at the demo model.  Every supervised fine-tuning example validates and previews, but the three
+that need what a text-only trainer on this machine cannot have (images; a dataset folder on the hub), which are
+refused naming the key and why; the examples of other stages are refused naming the stage.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zeroboard.cli import main as cli_main
+from zeroboard.job import lfkeys, modelinfo, spec
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "llamafactory"
+EXAMPLES = FIXTURE / "examples"
+
+SFT_OK = ["train_lora/qwen3_lora_sft.yaml", "train_lora/qwen3_lora_sft_ds3.yaml", "train_lora/qwen3_preprocess.yaml",
+          "train_full/qwen3_full_sft.yaml"]
+SFT_REFUSED = {"train_lora/qwen3_lora_sft_ray.yaml": ("dataset_dir", "download it"),  # REMOTE:llamafactory/demo_data
+               "train_lora/qwen3vl_lora_sft.yaml": ("dataset", "multimodal"),  # mllm_demo: images
+               "train_full/qwen3vl_full_sft.yaml": ("dataset", "multimodal")}
+OTHER_STAGES = {"train_lora/qwen3_lora_dpo.yaml": "preference data", "train_lora/qwen3_lora_kto.yaml": "preference data",
+                "train_lora/qwen3_lora_reward.yaml": "preference data", "train_lora/qwen3_lora_pretrain.yaml": "pre-training"}
+
+
+@pytest.fixture(scope="module")
+def lf_checkout(tmp_path_factory, demo):
+    """A folder laid out as LLaMA-Factory's checkout, with the demo model beside: the workspace of these jobs."""
+    root = tmp_path_factory.mktemp("LLaMA-Factory")
+    shutil.copytree(FIXTURE / "data", root / "data")
+    shutil.copytree(EXAMPLES, root / "examples")
+    shutil.copytree(demo, root / "model")
+    return root
+
+
+@pytest.fixture()
+def in_checkout(lf_checkout, monkeypatch):
+    monkeypatch.chdir(lf_checkout)
+    monkeypatch.setenv("ZEROBOARD_WORKSPACE", str(lf_checkout))
+    return lf_checkout
+
+
+def as_given(name: str, root: Path) -> Path:
+    """The example with only its model changed (to the demo model), written into the checkout."""
+    data = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
+    data["model_name_or_path"] = "model"
+    path = root / f"job-{Path(name).stem}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_the_copies_are_the_examples_of_llamafactory():
+    """Every SFT example of LLaMA-Factory 0.9.5 is here, and each of its keys is one the table accounts for."""
+    names = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("train_*/*.yaml"))
+    assert names == sorted([*SFT_OK, *SFT_REFUSED, *OTHER_STAGES])
+    known = modelinfo.training_argument_names()
+    for name in names:
+        data = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
+        assert not [k for k in data if k not in lfkeys.TABLE and k not in spec.FIELDS and k not in known], name
+        if name in SFT_OK:
+            assert data["stage"] == "sft" and data["model_name_or_path"].startswith("Qwen/")
+
+
+@pytest.mark.parametrize("name", SFT_OK)
+def test_an_sft_example_validates_and_previews_as_it_is(name, in_checkout, capsys):
+    path = as_given(name, in_checkout)
+    assert cli_main(["validate", str(path)]) == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "LLaMA-Factory 0.9.5's defaults" in err  # the keys it leaves out: said
+    assert "preprocessing_num_workers: is 16" in err or "preprocessing_num_workers" not in path.read_text()
+    assert cli_main(["preview", str(path)]) == 0
+    out, err = capsys.readouterr()
+    given = yaml.safe_load(path.read_text())
+    assert "zeroboard.training.train" in out and "--template qwen3_nothink" in out and "--dataset_dir data" in out
+    assert ("--precision bf16" in out) == bool(given.get("bf16"))
+    assert ("examples/deepspeed/ds_z3_config.json" in out) == ("deepspeed" in given)
+
+
+@pytest.mark.parametrize("config", ["ds_z0_config.json", "ds_z2_config.json", "ds_z3_config.json"])
+def test_each_deepspeed_config_the_examples_name_is_taken(config, in_checkout, capsys):
+    """qwen3_lora_sft_ds3.yaml names its choices (ds_z0, ds_z2, ds_z3): each previews as the stage it sets."""
+    path = as_given("train_lora/qwen3_lora_sft_ds3.yaml", in_checkout)
+    data = yaml.safe_load(path.read_text())
+    data["deepspeed"] = f"examples/deepspeed/{config}"
+    path.write_text(yaml.safe_dump(data))
+    assert cli_main(["preview", "--json", str(path)]) == 0, capsys.readouterr().err
+    assert f"examples/deepspeed/{config}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(SFT_REFUSED))
+def test_an_sft_example_this_machine_cannot_train_is_refused_naming_why(name, in_checkout, capsys):
+    key, fragment = SFT_REFUSED[name]
+    assert cli_main(["validate", str(as_given(name, in_checkout))]) == 2
+    err = capsys.readouterr().err
+    assert f"  {key}:" in err and fragment in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_STAGES))
+def test_an_example_of_another_stage_is_refused_naming_the_stage(name, in_checkout, capsys):
+    assert cli_main(["validate", str(as_given(name, in_checkout))]) == 2
+    err = capsys.readouterr().err
+    assert "  stage:" in err and OTHER_STAGES[name] in err, err
+
+
+def test_its_preference_dataset_is_refused_as_preference_data(in_checkout, capsys):
+    path = as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)
+    data = yaml.safe_load(path.read_text())
+    data["dataset"] = "dpo_en_demo"
+    path.write_text(yaml.safe_dump(data))
+    assert cli_main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "dpo_en_demo" in err and "preference data" in err and "media" not in err
+
+
+def test_the_page_loads_an_example_with_its_notes(in_checkout):
+    from zeroboard.webui import handlers
+
+    values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)))
+    assert values is not None and values["precision"] == "bf16" and values["template"] == "qwen3_nothink"
+    assert "plot_loss" in message and "LLaMA-Factory 0.9.5" in message
+    _, zh = handlers.load_args(str(as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)), "zh")
+    assert "不需要,运行页会画出 loss" in zh
+    values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_dpo.yaml", in_checkout)))
+    assert values is None and "stage" in message and "preference data" in message
+
+
+def test_the_data_preview_names_the_records_llamafactory_skips(in_checkout):
+    import json
+
+    from zeroboard.webui import handlers
+
+    turns = [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]
+    (in_checkout / "data" / "odd.json").write_text(json.dumps([{"conversations": turns},
+                                                               {"conversations": turns[:1]},
+                                                               {"conversations": [turns[1], turns[0]]}]))
+    shown = handlers.dataset_preview("data", "odd.json", n=3)
+    assert "2 of these records skipped" in shown and "record 1" in shown and "the last one not an answer" in shown
