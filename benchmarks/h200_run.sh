@@ -108,7 +108,7 @@ case "$1" in
   heldout5)
     python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
     export TORCH_CUDA_ARCH_LIST=9.0
-    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1  # its offload rows
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &  # its offload rows; beside the models' build
     D=${2:-570}
     timeout "$(left "$D")" python3 benchmarks/heldout5.py --gpu --out "$OUT/heldout5_rows.json" --concurrency 4 \
       --budget-s "$(( $(left "$D") - 75 ))" --grace-s 45 --row-timeout 240 --host-gib 100 >"$OUT/heldout5.log" 2>&1
