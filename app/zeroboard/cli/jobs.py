@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from .. import files, planner, workspace
-from ..job import command, lfcompat, spec as specmod
+from ..job import command, devices, lfcompat, spec as specmod
 from ..planner import report
+from ..runs import probes
 from ..runs.launch import prepare_launch
 from ..words import default_lang, text, tr
 from .args import path
@@ -78,6 +79,29 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def progress(lang: str):
+    """The probe phase's lines on stderr: each setting as it starts, then what it measured."""
+    def say_it(i, n, choice, probe, left):
+        name = report.choice_label(choice, lang, batch=False)
+        if probe is None:
+            line = text("plan.probe.progress", lang, setting=name, mb=choice.micro_batch, acc=choice.accumulation, i=i,
+                        n=n, left=round(max(0.0, left)))
+        else:
+            line = text("plan.probe.done", lang, setting=name, mb=choice.micro_batch, acc=choice.accumulation,
+                        result=tr(probes.result_words(probe), lang))
+        print(line, file=sys.stderr, flush=True)
+    return say_it
+
+
+def traced(call, lang: str):
+    """``call(trace)`` from the kept trace, or tracing the model's own code first (once, with a word on stderr)."""
+    try:
+        return call("cache")
+    except planner.traces.NotTraced:
+        print(text("plan.trace_waiting", lang), file=sys.stderr, flush=True)
+        return call("wait")
+
+
 def cmd_plan(args) -> int:
     """Exit status: 0 fits (or no device to compare with), 1 does not fit, 2 the job or model cannot be planned."""
     job = load(args)
@@ -85,21 +109,23 @@ def cmd_plan(args) -> int:
         return 2
     lang = args.lang or default_lang()
     try:
-        plan = planner.estimate(job)
-        choices = planner.fit(job) if args.fit else None
+        plan = traced(lambda trace: planner.estimate(job, trace=trace), lang)
+        fitted = traced(lambda trace: probes.fit_measured(job, devices.detect_gpus(), args.probe_budget,
+                                                         progress(lang), trace), lang) if args.fit else None
     except planner.PlanError as e:
         print(text("cli.plan_error", lang, why=tr(e.args[0], lang)), file=sys.stderr)
         return 2
-    if choices is not None:
+    if fitted is not None:
+        choices, measured, pick, source = fitted
         fitting = [c for c in choices if c.fits is not False]
         if args.json:
             print(json.dumps([{**c.overrides(), "peak_bytes": c.plan.peak_bytes, "needed_bytes": c.plan.needed_bytes,
                                "fits": c.fits, "tight": c.tight, "step_s": round(c.step_s, 4),
-                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly}
-                              for c in choices],
+                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly,
+                               "measured": str((measured or {}).get(id(c), "")) or None} for c in choices],
                              indent=2))
         else:
-            print(report.fit_markdown(choices, lang).replace("**", ""))
+            print(report.fit_markdown(choices, lang, measured=measured, pick=pick, source=source).replace("**", ""))
         return 0 if fitting else 1
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else report.plain(plan, lang))
     return 1 if plan.fits is False else 0
@@ -145,6 +171,8 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--json", action="store_true")
     s.add_argument("--lang", choices=["en", "zh"], help=text("cli.lang_help", lang))
     s.add_argument("--fit", action="store_true", help=text("cli.fit_help", lang))
+    s.add_argument("--probe-budget", type=float, default=probes.BUDGET_S, metavar="SECONDS",
+                   help=text("cli.probe_budget_help", lang, s=probes.BUDGET_S))
     s.set_defaults(fn=cmd_plan)
     s = sub.add_parser("convert-lf", help=text("lf.convert_help", lang))
     s.add_argument("file", help=text("lf.convert_file_help", lang))

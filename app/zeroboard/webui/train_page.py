@@ -169,7 +169,7 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         return handlers.device_count(f.values(args), gpus)
 
     def on_plan(*args):
-        return handlers.plan_markdown(f.values(args[:n]), gpus, args[n])
+        return plan_panel.plan_and_timer(handlers.plan_markdown(f.values(args[:n]), gpus, args[n]))
 
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
@@ -189,8 +189,10 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
     plan_triggers = [f.fields[name].change for name in handlers.plan_fields(gpus) if name in f.fields] + [lang.change]
-    gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)
+    gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan, page.fit.tracing], trigger_mode="always_last",
+          queue=False, **io)
     plan_panel.wire_fit(page.fit, f, gpus, lang)
+    plan_panel.wire_tracing(page.fit, page.plan, f, gpus, lang)
 
 
 # --- the page -----------------------------------------------------------------------------

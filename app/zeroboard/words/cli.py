@@ -1,6 +1,12 @@
 """The command line's words: help texts and messages of ``zeroboard``."""
 
 WORDS: dict[str, tuple[str, str]] = {
+    "cli.probe_budget_help": (
+        "with --fit: seconds to measure the settings that fit on the job's devices, when they are on this machine "
+        "(each runs a few optimizer steps; 0: rank by the step-time model only; default {s})",
+        "与 --fit 一起使用:在本机有任务所用设备时,用于实测放得下的各设置的秒数(每个设置跑几步优化器更新;"
+        "0:只按步时模型排序;默认 {s})",
+    ),
     "cli.fit_help": (
         "search stage x offload x micro-batch x gradient checkpointing for the fastest setting that fits the chosen devices (same global batch); prints it as --set overrides",
         "在所选设备上搜索 stage × offload × micro-batch × 梯度检查点,找出放得下的最快设置(全局 batch 不变),并打印为 --set 参数",

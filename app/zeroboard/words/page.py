@@ -40,6 +40,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "plan": ("Memory plan (per device)", "显存估算(每个设备)"),
     "plan_cpu": ("Memory plan (per CPU process)", "内存估算(每个 CPU 进程)"),
     "use_setting": ("Use this setting (the fastest that fits)", "使用此设置(放得下的最快设置)"),
+    "fit_probe_s": ("Probe budget (s)", "试跑时限(秒)"),
     "mem_vs_plan": ("Memory plan vs measured peak, per rank", "显存估算与实测峰值对比(每个进程)"),
     "mem_vs_plan_cpu": ("Memory plan vs measured peak, per rank", "内存估算与实测峰值对比(每个进程)"),
     "mem_rank": ("rank", "进程"),
