@@ -19,7 +19,7 @@ from ..words import Msg, say, tr
 from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
-from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, LESSON_MODEL, JobSpec, owned_arguments
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -55,7 +55,8 @@ class Report:
 
 
 def is_demo_model(path: str) -> bool:
-    return Path(path).resolve() == Path(DEMO_MODEL).resolve()
+    """Whether ``path`` is a model ZeroBoard builds itself on first use (the demo's or the lesson's)."""
+    return Path(path).resolve() in (Path(DEMO_MODEL).resolve(), Path(LESSON_MODEL).resolve())
 
 
 def is_demo_data(path: str) -> bool:

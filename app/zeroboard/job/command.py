@@ -207,7 +207,7 @@ def check_and_build(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: 
             report.warnings.setdefault("environment", note)
         if where.deepspeed and where.ds_config is not None:
             values = dstune.for_run(where.ds_config, where.ds_path, where.world_size, spec.model_name_or_path,
-                                    spec.gradient_checkpointing, spec.finetuning_type == "lora")[1]
+                                    spec.gradient_checkpointing, spec.finetuning_type == "lora", where.kind)[1]
             if values:
                 report.warnings.setdefault("deepspeed", dstune.note(values))
     return Prepared(spec, report, cmd, preset_report, where)

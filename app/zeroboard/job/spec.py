@@ -55,6 +55,7 @@ MAX_EXTRA_JSON = 64 << 10
 MAX_ITEMS = 1024  # entries of a list field (datasets, GPU ids, LoRA targets)
 
 DEMO_MODEL = "cache/demo/model"
+LESSON_MODEL = "cache/demo/lesson"  # the ZeRO lesson's larger model (examples/lesson_zero.yaml), built as the demo's is
 DEMO_DATA_DIR = "cache/demo/data"
 DEMO_JOB = "examples/demo.yaml"
 

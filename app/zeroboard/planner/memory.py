@@ -124,9 +124,9 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
     if where.ds_error is not None:
         raise PlanError(where.ds_error)
     config = where.ds_config
-    if config is not None:  # the values the run will use (job.dstune: one GPU)
+    if config is not None:  # the values the run will use (job.dstune: one GPU, several CPU processes)
         config = dstune.for_run(config, where.ds_path, max(1, where.world_size), spec.model_name_or_path,
-                                spec.gradient_checkpointing, spec.finetuning_type == "lora")[0]
+                                spec.gradient_checkpointing, spec.finetuning_type == "lora", where.kind)[0]
     zero = (config or {}).get("zero_optimization") or {}
     zero = zero if isinstance(zero, dict) else {}
     number = lambda key, default: int(zero[key]) if isinstance(zero.get(key), (int, float)) else default  # noqa: E731

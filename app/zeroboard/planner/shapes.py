@@ -279,7 +279,8 @@ def read_model(model_path: str | Path) -> ModelShape:
             e.source, e.source_msg = str(source), source
             raise
     if not cfg_path.is_file():
-        hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
+        built = {"model": "plan.hint_demo", "lesson": "plan.hint_lesson"}.get(p.name) if "demo" in str(p) else None
+        hint = say(built or "plan.hint_folder")
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))
     try:
         cfg = safeload.json_text(safeload.read_text(cfg_path, safeload.CONFIG))

@@ -19,7 +19,8 @@ from . import dataprep, templates
 def tokenizer_for(job: specmod.JobSpec):
     from transformers import AutoTokenizer
 
-    if job.model_name_or_path == specmod.DEMO_MODEL and not (Path(job.model_name_or_path) / "config.json").is_file():
+    built_here = job.model_name_or_path in (specmod.DEMO_MODEL, specmod.LESSON_MODEL)  # the demo's and the lesson's
+    if built_here and not (Path(job.model_name_or_path) / "config.json").is_file():
         from .demo_model import ensure_demo_model
 
         ensure_demo_model(job.model_name_or_path, job.dataset_dir)

@@ -27,7 +27,7 @@ from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
 from . import dataprep, ops, profiling, templates, trackers
-from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
+from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback, return_freed_memory
 from .packing import PackedRows
 from .speedups import Speedups
 
@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [a for a in argv if not a.startswith("--local_rank")]  # older launchers add it
     job = specmod.from_flags(argv)
+    if job.device_type == "cpu":  # before the model and its states are allocated: the RSS peak is what they need
+        return_freed_memory()
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(out)
@@ -276,7 +278,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
         # the values the preview named for this placement and model (job.dstune); a preset file stays as written
         ds_config, tuned = dstune.for_run(ds_config, job.deepspeed, dstune.world_size(), job.model_name_or_path,
-                                          job.gradient_checkpointing, job.finetuning_type == "lora")
+                                          job.gradient_checkpointing, job.finetuning_type == "lora", job.device_type)
     if RANK == 0:
         (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
         if tuned:

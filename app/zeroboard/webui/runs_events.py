@@ -92,7 +92,7 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
                   [p.selected, p.state], **io)
 
     # --- compare and open: charts, then the redraw of their series ---------------------------------------
-    shown_out = [p.charts_box, *chart_list, p.course, p.diff, p.detail, p.actions, p.buttons["resume"],
+    shown_out = [p.charts_box, *chart_list, p.curves_note, p.course, p.diff, p.detail, p.actions, p.buttons["resume"],
                  p.buttons["archive"], p.buttons["restore"], p.confirm_row, p.message, p.state]
 
     def charts_of(runs) -> list:
@@ -105,7 +105,7 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
         if len(runs) < 2:
             return [gr.skip()] * (len(shown_out) - 2) + [words.text("runs.need_two", lang), state]
         note = "" if any(s.has_eval for s in runs) else words.text("runs.no_eval", lang)
-        return [gr.update(visible=True), *charts_of(runs), rv.course_markdown(runs, lang),
+        return [gr.update(visible=True), *charts_of(runs), rv.curves_note(runs, lang), rv.course_markdown(runs, lang),
                 rv.diff_markdown([s.run_dir for s in runs], lang), "", gr.update(visible=False), gr.skip(), gr.skip(),
                 gr.skip(), gr.update(visible=False), note, dataclasses.replace(state, opened=None, pending=None)]
 
@@ -115,7 +115,7 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
             return [gr.skip()] * (len(shown_out) - 2) + [words.text("runs.pick_one", lang), state]
         s = runs[0]
         resumable = not s.archived and folders.last_checkpoint(Path(s.output or s.run_dir)) is not None
-        return [gr.update(visible=True), *charts_of(runs), "", "", rv.detail_markdown(manager, s.run_dir, lang),
+        return [gr.update(visible=True), *charts_of(runs), "", "", "", rv.detail_markdown(manager, s.run_dir, lang),
                 gr.update(visible=True), gr.update(visible=resumable), gr.update(visible=not s.archived),
                 gr.update(visible=s.archived),
                 gr.update(visible=False), "", dataclasses.replace(state, opened=s.run_dir, pending=None)]

@@ -72,6 +72,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.prompt_help": ("a question to ask (repeatable; default: the demo prompts)", "要问的问题(可重复;默认:演示问题)"),
     "cli.no_base_help": ("skip the base model's answers", "不生成基座模型的回答"),
     "cli.demo_help": ("build the tiny offline demo model and data", "构建离线演示用的小模型和数据"),
+    "cli.demo_lesson_help": (
+        "build the ZeRO lesson's larger model instead (into {path}; examples/lesson_zero.yaml trains it)",
+        "改为构建 ZeRO 对比课用的较大模型(位于 {path};examples/lesson_zero.yaml 训练它)",
+    ),
     "cli.presets_help": ("write the DeepSpeed presets (kept if you edited them)", "写入 DeepSpeed 预设(你修改过的会保留)"),
     "cli.webui_help": ("serve the web dashboard", "启动网页界面"),
     "cli.screenshots_help": (

@@ -17,6 +17,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} 中没有 config.json;显存估算需要读取模型的 config.json:{hint}",
     ),
     "plan.hint_demo": ("build it with `zeroboard demo-model`", "先用 `zeroboard demo-model` 构建它"),
+    "plan.hint_lesson": ("build it with `zeroboard demo-model --lesson`", "先用 `zeroboard demo-model --lesson` 构建它"),
     "plan.hint_folder": ("point to a local model folder that holds config.json", "请指向含有 config.json 的本地模型目录"),
     "plan.source.cache": (
         "config.json of {repo} read from the local Hugging Face cache (nothing downloaded)",
