@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import files, words
+from .. import files, words, workspace
 from ..job import command, folders, manifest, modelinfo, record, spec as specmod
 from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
@@ -278,7 +278,7 @@ class JobManager:
             if other is None or not other.active or (peer is not None and entry.get("peer") == peer):
                 continue
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
-                return say("run.busy_folder", run=other.run_dir, status=say(f"status.{other.status}"),
+                return say("run.busy_folder", run=workspace.shown(other.run_dir), status=say(f"status.{other.status}"),
                            source=_source(other.source), pid=other.launcher_pid or other.supervisor_pid or "-")
             if executor.overlap(other.device_kind, other.devices, device_kind, devices):
                 return busy_message(other)
@@ -404,7 +404,7 @@ def busy_message(job: JobState) -> Msg:
         memory = info.get("memory_bytes")
         return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
                    memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-")
-    return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
+    return say("run.busy", what=what, run=workspace.shown(job.run_dir), status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
 
 
