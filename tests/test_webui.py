@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from helpers import register
-from zeroboard import words
+from zeroboard import words, workspace
 from zeroboard.job import devices, record as events, spec
 from zeroboard.runs import manager as runner
 from zeroboard.runs.state import JobState, write_state
@@ -168,6 +168,16 @@ def test_form_values_round_trip_to_the_same_spec(tmp_path):
                        gpu_ids=[1, 0], output_dir=str(tmp_path))
     back, problems = handlers.form_to_spec(handlers.spec_to_form(job))
     assert problems == {} and back == job
+
+
+def test_the_form_names_a_path_inside_the_workspace_relative_to_it(tmp_path, monkeypatch):
+    """A run shown again or a file loaded: its paths as the workspace names them, which lead to the same folders."""
+    monkeypatch.setenv(workspace.WORKSPACE_ENV, str(tmp_path))
+    job = spec.JobSpec(output_dir=str(tmp_path / "runs" / "demo"), model_name_or_path=str(tmp_path / "cache" / "m"))
+    values = handlers.spec_to_form(job)
+    assert values["output_dir"] == "runs/demo" and values["model_name_or_path"] == "cache/m"
+    assert workspace.current().path(values["output_dir"]) == (tmp_path / "runs" / "demo").resolve()
+    assert handlers.spec_to_form(spec.JobSpec(output_dir="/elsewhere/run"))["output_dir"] == "/elsewhere/run"
 
 
 def test_every_invalid_field_is_reported_and_nothing_is_built(tmp_path):

@@ -41,7 +41,10 @@ def to_form_value(name: str, value):
 
 
 def spec_to_form(job: spec.JobSpec) -> dict:
-    return {name: to_form_value(name, value) for name, value in spec.to_dict(job).items()}
+    """The form's values for a job; a path inside the workspace as the workspace names it (``runs/demo``): a run
+    shown again, a file loaded, never show where the checkout lives."""
+    return {name: workspace.shown(value) if isinstance(value, str) and value.startswith("/") else to_form_value(name, value)
+            for name, value in spec.to_dict(job).items()}
 
 
 def form_to_spec(values: dict) -> tuple[spec.JobSpec | None, dict[str, Msg]]:
