@@ -136,7 +136,6 @@ def previewed(pg) -> None:
     try:
         pg.wait_for_selector("#zb-command pre.zb-cmd .zb-arg", state="attached", timeout=60_000)
     except Exception as e:
-        pg.screenshot(path="/tmp/zbx/fail.png", full_page=True)
         raise AssertionError(f"no command after Preview: {pg.locator('#zb-message').inner_text()}") from e
 
 

@@ -337,7 +337,7 @@ def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         return checked, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     q = Queue(manager.index)
     position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
-    message = text("page.queued", lang, id=entry.id, position=position, why=html.escape(tr(entry.why, lang)))
+    message = text("page.queued", lang, id=entry.id, position=position, why=html.escape(words.clause(tr(entry.why, lang))))
     problem = q.problem()  # a damaged queue file was kept aside before this entry was written: say so
     return checked, message if problem is None else f"{message}\n\n**⚠ {html.escape(tr(problem, lang))}**"
 

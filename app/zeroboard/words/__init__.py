@@ -83,6 +83,12 @@ def tr(value: Any, lang: str = DEFAULT) -> Any:
     return value
 
 
+def clause(value: str) -> str:
+    """A message put inside a sentence of its own (``...: {why}.``): its final full stop left off, so the sentence
+    ends once (never ``。。`` or ``..``)."""
+    return value.rstrip().removesuffix("。").removesuffix(".") if not value.rstrip().endswith("...") else value
+
+
 class Msg(str):
     """A catalog sentence: its English text, with the key and values to say it in another language."""
 
