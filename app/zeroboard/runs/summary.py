@@ -207,7 +207,7 @@ def from_events(s: RunSummary, events: list[dict]) -> None:
     last_log = next((e for e in reversed(events) if e.get("event") == "log"), None)
     if last_log is not None:
         s.step, s.total_steps = last_log.get("step"), last_log.get("total_steps")
-        s.loss = last_log.get("loss")
+        s.loss = record.last_loss(events)
     start = next((e for e in reversed(events) if e.get("event") == "start"), None)
     if s.total_steps is None and start is not None:
         s.total_steps = start.get("total_steps")
