@@ -64,6 +64,28 @@ def test_a_resumed_run_is_summed_up_by_its_last_attempt(tmp_path, index, manager
     assert dict(loss)[40] == 0.4
 
 
+def test_the_duration_leaves_the_ops_compile_out_and_names_it_apart(tmp_path, index, manager):
+    """A run that compiled DeepSpeed's ops first (2:40 of its 6:40): the Runs tab and ``zeroboard runs`` say 4:00 of
+    training and the compile apart, from the end event's sum, or each op's event when the run ended otherwise."""
+    run = synthetic_run(tmp_path / "run", index)
+    state = json.loads((run / record.STATE_FILE).read_text())
+    (run / record.STATE_FILE).write_text(json.dumps({**state, "ended": state["started"] + 400}))
+    events = record.read_events(run / record.EVENTS_FILE)
+    compiled = [{"event": "compile", "op": "cpu_adam"}, {"event": "compiled", "op": "cpu_adam", "seconds": 100.0},
+                {"event": "compiled", "op": "deepspeed_shm_comm", "seconds": 60.0}]
+    for end_says in (None, 160.0):
+        end = [{**events[-1], "compile_s": end_says}] if end_says else []
+        lines = events[:1] + compiled + events[1:-1] + end
+        (run / record.EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+        (s,) = summary.summaries(JobManager(index=index))
+        assert s.compile_s == 160.0 and s.duration() == 240.0
+        assert summary.duration_text(s, "en") == "4:00 (+ 2:40 compiling DeepSpeed ops)"
+        assert summary.duration_text(s, "zh") == "4:00(另有 2:40 编译 DeepSpeed 算子)"
+    (run / record.EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in events))  # nothing compiled
+    (s,) = summary.summaries(JobManager(index=index))
+    assert s.compile_s == 0 and summary.duration_text(s, "en") == "6:40"
+
+
 def test_listings_are_cached_by_file_and_read_only_the_tail(tmp_path, index, manager, monkeypatch):
     run = synthetic_run(tmp_path / "run", index, steps=400, every=1)
     cache = summary.FileCache()

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from helpers import register
-from zeroboard import words
+from zeroboard import words, workspace
 from zeroboard.job import devices, record as events, spec
 from zeroboard.runs import manager as runner
 from zeroboard.runs.state import JobState, write_state
@@ -119,7 +119,7 @@ def test_a_language_switch_relabels_without_touching_values(gr, manager):
     fn = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in fn.outputs], fn.fn("zh")))
     assert updates["zb-download"] == {"__type__": "update", "label": "下载完整日志"}  # its value is the log file
-    assert updates["zb-title"] == "## ZeroBoard · 用 DeepSpeed ZeRO 微调"
+    assert updates["zb-title"]["value"] == "## ZeroBoard · 用 DeepSpeed ZeRO 微调"
     assert updates["zb-tab-train"]["label"] == "训练" and updates["zb-tab-runs"]["label"] == "运行记录"  # every tab
     assert updates["zb-runs-compare"]["value"] == "对比"  # the Runs page's words too, with no wiring of its own
 
@@ -144,15 +144,18 @@ def test_a_page_is_one_registration(gr, manager, monkeypatch):
     relabel = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in relabel.outputs], relabel.fn("zh")))
     assert updates["zb-probe-button"] == {"__type__": "update", "value": "刷新"} and updates["zb-tab-probe"]["label"]
+    pick = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "pick_language")
     load = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_load"
                 and any(getattr(o, "elem_id", None) == "zb-probe-button" for o in f.outputs))
 
     class Request:  # a page opened at ?lang=zh
         query_params, headers = {"lang": "zh"}, {}
 
+    assert pick.fn(Request(), None)[0] == "zh" and not pick.queue  # the language first, in a quick call of its own
     values = [demo.blocks[c._id].value if hasattr(c, "_id") else None for c in load.inputs]
-    out = dict(zip([getattr(o, "elem_id", None) for o in load.outputs], load.fn(Request(), *values)))
-    assert out["zb-lang"] == "zh" and out["zb-probe-button"] == "loaded in zh"  # its load step, in the page's language
+    values[0] = "zh"  # the language radio, as the pick set it
+    out = dict(zip([getattr(o, "elem_id", None) for o in load.outputs], load.fn(*values)))
+    assert out["zb-probe-button"] == "loaded in zh"  # its load step, in the page's language
     with pytest.raises(ValueError):
         pages.register(pages.Page("probe", "tab.train", render, lambda view, ctx: None))
 
@@ -165,6 +168,16 @@ def test_form_values_round_trip_to_the_same_spec(tmp_path):
                        gpu_ids=[1, 0], output_dir=str(tmp_path))
     back, problems = handlers.form_to_spec(handlers.spec_to_form(job))
     assert problems == {} and back == job
+
+
+def test_the_form_names_a_path_inside_the_workspace_relative_to_it(tmp_path, monkeypatch):
+    """A run shown again or a file loaded: its paths as the workspace names them, which lead to the same folders."""
+    monkeypatch.setenv(workspace.WORKSPACE_ENV, str(tmp_path))
+    job = spec.JobSpec(output_dir=str(tmp_path / "runs" / "demo"), model_name_or_path=str(tmp_path / "cache" / "m"))
+    values = handlers.spec_to_form(job)
+    assert values["output_dir"] == "runs/demo" and values["model_name_or_path"] == "cache/m"
+    assert workspace.current().path(values["output_dir"]) == (tmp_path / "runs" / "demo").resolve()
+    assert handlers.spec_to_form(spec.JobSpec(output_dir="/elsewhere/run"))["output_dir"] == "/elsewhere/run"
 
 
 def test_every_invalid_field_is_reported_and_nothing_is_built(tmp_path):

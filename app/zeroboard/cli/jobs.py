@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import files, planner, workspace
-from ..job import command, devices, lfcompat, spec as specmod
+from ..job import cmdline, command, devices, lfcompat, spec as specmod
 from ..planner import report
 from ..runs import probes
 from ..runs.launch import prepare_launch
@@ -61,14 +61,14 @@ def cmd_preview(args) -> int:
     if args.json:
         print(json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False))
         return 0
-    lang = default_lang()
-    print(text("cli.run_from", lang, cwd=cmd.cwd))
+    lang, full = default_lang(), args.full_paths
+    print(cmdline.run_from(cmd.cwd, lang, full))
     if cmd.deepspeed_config:
-        print(text("cli.ds_config", lang, path=cmd.deepspeed_config))
+        print(text("cli.ds_config", lang, path=cmdline.shown_arg(cmd.deepspeed_config, full)))
     if cmd.script is not None:  # a Slurm job: the script, then the line that submits it
-        print(text("cli.sbatch_script", lang, path=cmd.argv[-1]))
+        print(text("cli.sbatch_script", lang, path=cmdline.shown_arg(cmd.argv[-1], full)))
         print(cmd.script)
-    print(cmd.shell())
+    print(cmdline.text(cmd.env, cmd.argv, full))
     return 0
 
 
@@ -162,6 +162,7 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("preview", help=text("cli.preview_help", lang))
     job_arguments(s, lang)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--full-paths", action="store_true", help=text("cli.full_paths_help", lang))
     s.set_defaults(fn=cmd_preview)
     s = sub.add_parser("validate", help=text("cli.validate_help", lang))
     job_arguments(s, lang)

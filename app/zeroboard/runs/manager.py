@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import files, words
+from .. import files, words, workspace
 from ..job import command, folders, manifest, modelinfo, record, spec as specmod
 from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
@@ -283,7 +283,7 @@ class JobManager:
             if other is None or not other.active or (peer is not None and entry.get("peer") == peer):
                 continue
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
-                return say("run.busy_folder", run=other.run_dir, status=say(f"status.{other.status}"),
+                return say("run.busy_folder", run=workspace.shown(other.run_dir), status=say(f"status.{other.status}"),
                            source=_source(other.source), pid=other.launcher_pid or other.supervisor_pid or "-")
             if executor.overlap(other.device_kind, other.devices, device_kind, devices):
                 return busy_message(other)
@@ -407,10 +407,10 @@ def busy_message(job: JobState) -> Msg:
     if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory), and when it goes
         info = read_worker(job.run_dir)
         memory, left = info.get("memory_bytes"), worker_unloads_in(info)
-        return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
+        return say("run.busy_chat", what=what, model=workspace.shown(info.get("name") or info.get("model") or "?"),
                    memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-",
                    idle=f"{(info.get('idle_s') or 0) / 60:g}", left="?" if left is None else max(1, math.ceil(left / 60)))
-    return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
+    return say("run.busy", what=what, run=workspace.shown(job.run_dir), status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
 
 

@@ -73,6 +73,7 @@ def _target(value: str) -> chat_target.Target:
     t = chat_target.resolve(value)
     if t.base and Path(t.base).exists() and not ws.readable(t.base, cache_ok=True):
         raise OutputError(words.say("check.read_outside", path=t.base, roots=ws.describe()))
+    t.name = workspace.shown(t.name)  # as the page names it: the status, the about line, the busy reason
     return t
 
 
@@ -89,7 +90,7 @@ def about(value: str | None, lang: str) -> tuple[str, str]:
     template = words.text("chat.template_named", lang, name=t.template) if t.template not in ("auto", "chat") else \
         words.text("chat.template_own", lang)
     return t.system, words.text("chat.about", lang, kind=words.text(f"chat.kind.{t.kind}", lang), name=t.name,
-                                base=words.text(base, lang, model=t.base or "-"), template=template,
+                                base=words.text(base, lang, model=workspace.shown(t.base) if t.base else "-"), template=template,
                                 precision=t.precision)
 
 

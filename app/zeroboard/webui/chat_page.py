@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import words
+from .. import words, workspace
 from ..job import devices as devmod
 from . import chat_handlers as ch, pages
 
@@ -117,15 +117,16 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     manager, lang, io = ctx.manager, ctx.lang_radio, dict(show_progress="hidden")
 
     def chat_targets(current):
-        choices = ch.targets(manager)
-        return gr.update(choices=choices, value=current if current else (choices[0] if choices else None))
+        choices = ch.targets(manager)  # each named as the workspace names it
+        return gr.update(choices=[(workspace.shown(c), c) for c in choices],
+                         value=current if current else (choices[0] if choices else None))
 
     def chat_pick(value, lang_value):
         system, about = ch.about(value, lang_value)
         return system, about
 
     def chat_load(value, devices, idle, state, lang_value):
-        yield gr.skip(), words.text("chat.loading_now", lang_value, name=value or "-"), state, gr.skip()
+        yield gr.skip(), words.text("chat.loading_now", lang_value, name=workspace.shown(value) if value else "-"), state, gr.skip()
         loaded = ch.load(manager, value, devices, idle, lang_value)
         if loaded.worker is None:
             yield ch.status(manager, state.get("folder"), lang_value, devices), loaded.message, state, gr.skip()

@@ -30,7 +30,7 @@ from ..runs import compare, housekeeping, outcome, summary
 from ..runs.manager import JobManager
 from ..words import text, tr
 from . import attach, handlers, output_check
-from .live import dur_text, memory_vs_plan_markdown, size_text
+from .live import memory_vs_plan_markdown, size_text
 
 PAGE_SIZE = 50
 LOG_LINES = 30
@@ -90,7 +90,7 @@ def row(s: summary.RunSummary, lang: str, now: float | None = None) -> list[str]
     return [workspace.shown(s.run_dir), words.status(s.status, lang), workspace.shown(s.model) if s.model else "-",
             method.strip() or "-", setting(s.stage, s.offload), devices_text(s.device_kind, s.devices, s.slurm), steps,
             _num(s.loss), _num(s.eval_loss), "-" if s.tokens_per_sec is None else f"{s.tokens_per_sec:,.0f}",
-            size_text(max(s.peaks)) if s.peaks else "-", dur_text(s.duration(now)) if s.started else "-", started]
+            size_text(max(s.peaks)) if s.peaks else "-", summary.duration_text(s, lang, now), started]
 
 
 def listing(manager: JobManager, filter_text: str = "", status: str = "", page: int = 0,

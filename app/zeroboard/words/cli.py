@@ -87,12 +87,17 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.note": ("note: {field}: {text}", "注意:{field}:{text}"),
     "cli.ok": ("ok", "没有问题"),
     "cli.run_from": ("# run from {cwd}", "# 在 {cwd} 中运行"),
+    "cli.full_paths_help": (
+        "print every path as it is (absolute where it is), to run the command from another folder",
+        "按原样打印每个路径(绝对路径保持绝对),以便在其他目录运行该命令",
+    ),
     "cli.ds_config": ("# DeepSpeed config: {path}", "# DeepSpeed 配置:{path}"),
     "cli.plan_error": ("plan: {why}", "显存估算:{why}"),
     "cli.busy": ("Not started: {why}", "没有启动:{why}"),
     "cli.not_started": ("Not started: {why}", "没有启动:{why}"),
     "cli.tracker": ("tracker {tracker} writes into {path}; open it with: {open}", "实验跟踪 {tracker} 写入 {path};打开方式:{open}"),
-    "cli.started": ("started {run} (supervisor pid {pid}); Ctrl-C stops the job", "已启动 {run}(监督进程 pid {pid});Ctrl-C 停止任务"),
+    "cli.started": ("started {run} (supervisor pid {pid})", "已启动 {run}(监督进程 pid {pid})"),
+    "cli.following": ("following its log here; Ctrl-C stops the job", "在这里跟踪它的日志;Ctrl-C 停止任务"),
     "cli.detached": (
         "left running: zeroboard runs shows it, zeroboard stop {run} stops it",
         "保持运行:zeroboard runs 查看,zeroboard stop {run} 停止",

@@ -207,6 +207,7 @@ WORDS: dict[str, tuple[str, str]] = {
                     "{run} 将在下一个记录日志的步骤保存(检查点和结果),然后作为已完成停止。"),
     "new_job": ("New job from these settings", "用这些设置新建任务"),
     "page.run_from_workspace": ("# run from the workspace folder", "# 在工作区目录中运行"),
+    "page.full_paths": ("The same command with full paths", "同一命令(完整路径)"),
     "axis_step": ("step", "步数"),
     "axis_seconds": ("seconds", "秒"),
     "axis_series": ("memory", "内存"),

@@ -112,6 +112,8 @@ WORDS: dict[str, tuple[str, str]] = {
                                  "(empty).", "已删除运行 {run} 写入的内容;目录本身在运行之前就已存在,予以保留(现在为空)。"),
     "runs.confirm_delete_left": ("These stay, as the run did not write them: {files}.",
                                  "以下内容不是这次运行写入的,会保留:{files}。"),
+    # the duration column: training time, and apart the time the run spent compiling DeepSpeed's ops first
+    "runs.duration_compile": ("{took} (+ {compile} compiling DeepSpeed ops)", "{took}(另有 {compile} 编译 DeepSpeed 算子)"),
     "runs.archived": ("Archived {run} into {to}.", "已把 {run} 归档到 {to}。"),
     "runs.restored": ("Restored {run} to {to}.", "已把 {run} 恢复到 {to}。"),
     "runs.not_registered": ("{run} is not a run of this workspace.", "{run} 不是本工作区的运行。"),
