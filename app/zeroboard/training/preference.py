@@ -36,6 +36,13 @@ REFERENCE_STAGES = ("dpo", "kto")  # the stages that compare against a reference
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # CPO and ORPO live under trl.experimental: pinned above
 
 
+def held(model) -> tuple[int, int]:
+    """(weights this rank holds, weights of the model): under ZeRO-3 a rank holds its partition of each parameter."""
+    params = list(model.parameters())
+    here = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
+    return here, sum(getattr(p, "ds_numel", p.numel()) for p in params)
+
+
 def needs_reference(job: specmod.JobSpec) -> bool:
     """A frozen copy of the model to load: full fine-tuning of a stage with a reference (LoRA's is the base)."""
     return job.training_stage in REFERENCE_STAGES and job.finetuning_type == "full"

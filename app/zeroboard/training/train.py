@@ -386,6 +386,9 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     else:  # TRL's trainer of the stage, on the same rows, arguments, callbacks and DeepSpeed config
         trainer = preference.trainer(job, model, args, rows, eval_rows, tokenizer, counter, callbacks, reference,
                                      peft_config)
+        if reference is not None and RANK == 0:  # as placed by TRL (a DeepSpeed engine of the run's config)
+            here, total = preference.held(trainer.ref_model)
+            log.info("%s", say("train.ref_held", here=f"{here:,}", total=f"{total:,}"))
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log

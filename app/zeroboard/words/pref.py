@@ -91,7 +91,10 @@ WORDS: dict[str, tuple[str, str]] = {
     # the trainer and the outputs
     "train.ref_none": ("{stage}: no reference model (the loss needs none)", "{stage}:没有参考模型(损失不需要)"),
     "train.ref_base": ("{stage}: the reference model is the base with the LoRA adapters off (no second copy)", "{stage}:参考模型是关闭 LoRA 适配器的底座模型(没有第二份拷贝)"),
+    "train.ref_held": ("reference model on rank 0 holds {here} of {total} weights", "参考模型在 rank 0 上持有 {total} 个权重中的 {here} 个"),
     "train.ref_copy": ("{stage}: the reference model is a frozen copy of the model, placed as the model is (under ZeRO-3 each rank holds its shard)", "{stage}:参考模型是冻结的模型拷贝,放置方式与模型相同(ZeRO-3 下每个进程只持有自己的分片)"),
+    "out.pref_stage": (", preference tuning ({stage})", ",偏好训练({stage})"),
+    "out.qlora": (", QLoRA on a {bits}-bit base", ",在 {bits} 位底座上的 QLoRA"),
     "outputs.qlora_gap": (
         "this adapter was trained on a {bits}-bit quantized base (QLoRA); merged into the full-precision base it meets weights slightly different from those it was trained against, so the merged model's answers can differ a little from the adapter's on the quantized base",
         "该适配器是在 {bits} 位量化的底座上训练的(QLoRA);合并到全精度底座后,它面对的权重与训练时略有不同,因此合并后模型的回答可能与量化底座加适配器时略有差别",

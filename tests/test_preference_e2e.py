@@ -1,0 +1,78 @@
+"""Preference tuning end to end on the demo (issue 37): real runs through ``zeroboard train``, from the session bank.
+
+DPO with LoRA under no DeepSpeed, ZeRO-2 and ZeRO-3, full DPO under ZeRO-3 with its reference model, KTO and ORPO:
+each finishes, its log events carry the rewards, and its margin rises (the mean of its last logged steps above that
+of its first: the policy starts as its reference, margin 0).  The DPO results reload, answer and merge as an SFT
+result does; the full run's reference model is sharded across its two ranks as the model is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from zeroboard.cli import main as cli_main
+from zeroboard.data import demo
+from zeroboard.outputs import export, reload
+from zeroboard.outputs.inspect import inspect
+
+pytestmark = pytest.mark.e2e
+
+RUNS = {"dpo_lora": "dpo", "dpo_lora_z2": "dpo", "dpo_lora_z3": "dpo", "dpo_full_z3": "dpo", "kto_lora": "kto",
+        "orpo_lora": "orpo"}
+EDGE = 3  # logged steps averaged at each end
+
+
+def logs(run: Path) -> list[dict]:
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+    return [e for e in events if e.get("event") == "log"]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_preference_run_finishes_with_its_margin_rising(bank, name):
+    run = bank.get(name)
+    result = json.loads((run / "zeroboard_result.json").read_text())
+    assert result["training_stage"] == RUNS[name] and result["global_step"] == 8
+    assert result["kind"] == ("full_model" if "full" in name else "lora_adapter")
+    steps = logs(run)
+    assert len(steps) == 8 and all({"chosen", "rejected", "margins"} <= set(e["rewards"]) for e in steps), steps[0]
+    margins = [e["rewards"]["margins"] for e in steps]
+    first, last = sum(margins[:EDGE]) / EDGE, sum(margins[-EDGE:]) / EDGE
+    assert last > first + 0.05, f"{name}: margins {margins}"
+    if RUNS[name] == "kto":
+        assert all("kl" in e for e in steps)
+    else:
+        assert steps[-1]["rewards"]["accuracies"] >= 0.5
+
+
+def test_the_full_runs_reference_model_is_a_sharded_copy(bank):
+    """ZeRO-3 on 2 ranks: the frozen reference holds about half its weights on rank 0, as the model does."""
+    log = (bank.get("dpo_full_z3") / "train.log").read_text()
+    assert "frozen copy of the model" in log
+    held, total = (int(x.replace(",", "")) for x in re.search(r"reference model on rank 0 holds ([\d,]+) of ([\d,]+)",
+                                                               log).groups())
+    assert 0.3 * total < held < 0.7 * total, (held, total)
+
+
+def test_a_dpo_result_reloads_answers_and_merges_as_an_sft_one(bank, tmp_path, capsys):
+    run = bank.get("dpo_lora")
+    ins = inspect(run)
+    assert [i.kind for i in ins.items] == ["lora_adapter"] and not ins.problems
+    assert "preference tuning (dpo)" in ins.text()
+    assert cli_main(["check", str(run), "--json", "--prompt", "Who are you?"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["answers"][0] == demo.IDENTITY_ANSWER_EN  # the chosen answer, preferred
+    info = export.merge(run, tmp_path / "merged")
+    assert "note" not in info  # no quantization: nothing lost in the merge
+    prompts = demo.DEMO_PROMPTS[:2]
+    assert reload.answer(*reload.load(tmp_path / "merged"), prompts) == reload.answer(*reload.load(run), prompts)
+
+
+def test_a_full_dpo_result_reloads_and_answers(bank):
+    run = bank.get("dpo_full_z3")
+    assert [i.kind for i in inspect(run).items] == ["full_model"]
+    (answer,) = reload.answer(*reload.load(run), ["Who are you?"])
+    assert answer == demo.IDENTITY_ANSWER_EN
