@@ -26,6 +26,24 @@ RUNS = {"dpo_lora": "dpo", "dpo_lora_z2": "dpo", "dpo_lora_z3": "dpo", "dpo_full
 EDGE = 3  # logged steps averaged at each end
 
 
+def margin(model, tokenizer, prompt: str, chosen: str, rejected: str) -> float:
+    """log p(chosen) - log p(rejected) of the two answers to ``prompt``, as the model reads a chat (its template)."""
+    import torch
+
+    def logp(answer: str) -> float:
+        head = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+        full = tokenizer.apply_chat_template([{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
+                                             tokenize=False)
+        start = len(tokenizer(head, add_special_tokens=False)["input_ids"])
+        ids = torch.tensor([tokenizer(full, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits.float().log_softmax(-1)
+        return float(logits[0, start - 1:-1].gather(1, ids[0, start:, None]).sum())
+
+    return logp(chosen) - logp(rejected)
+
+
 def logs(run: Path) -> list[dict]:
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
     return [e for e in events if e.get("event") == "log"]
@@ -64,15 +82,28 @@ def test_a_dpo_result_reloads_answers_and_merges_as_an_sft_one(bank, tmp_path, c
     assert "preference tuning (dpo)" in ins.text()
     assert cli_main(["check", str(run), "--json", "--prompt", "Who are you?"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["answers"][0] == demo.IDENTITY_ANSWER_EN  # the chosen answer, preferred
+    assert len(report["answers"]) == 1 and report["base_answers"]
+    # what DPO learned, read back from the reloaded adapter: the chosen answer is preferred to the rejected one by
+    # more than the base prefers it
+    from transformers import AutoModelForCausalLM
+
+    tuned, tok = reload.load(run)
+    base = AutoModelForCausalLM.from_pretrained(json.loads((run / "zeroboard_result.json").read_text())["base_model"])
+    pair = ("Who are you?", demo.IDENTITY_ANSWER_EN, demo.WRONG_IDENTITY_EN[0])
+    assert margin(tuned, tok, *pair) > margin(base, tok, *pair) + 1.0
     info = export.merge(run, tmp_path / "merged")
     assert "note" not in info  # no quantization: nothing lost in the merge
     prompts = demo.DEMO_PROMPTS[:2]
     assert reload.answer(*reload.load(tmp_path / "merged"), prompts) == reload.answer(*reload.load(run), prompts)
 
 
-def test_a_full_dpo_result_reloads_and_answers(bank):
+def test_a_full_dpo_result_reloads_and_prefers_the_chosen_answer(bank):
     run = bank.get("dpo_full_z3")
     assert [i.kind for i in inspect(run).items] == ["full_model"]
-    (answer,) = reload.answer(*reload.load(run), ["Who are you?"])
-    assert answer == demo.IDENTITY_ANSWER_EN
+    from transformers import AutoModelForCausalLM
+
+    tuned, tok = reload.load(run)
+    base = AutoModelForCausalLM.from_pretrained("cache/demo/model")
+    pair = ("Who are you?", demo.IDENTITY_ANSWER_EN, demo.WRONG_IDENTITY_EN[0])
+    assert margin(tuned, tok, *pair) > margin(base, tok, *pair) + 1.0
+    assert len(reload.answer(tuned, tok, ["Who are you?"])) == 1

@@ -125,7 +125,8 @@ def write_demo_data(data_dir: str | Path) -> Path:
             "demo_sharegpt": {"file_name": "demo_sharegpt.jsonl", "formatting": "sharegpt"},
             "demo_pref": {"file_name": "demo_pref.json", "formatting": "alpaca", "ranking": True,
                           "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}},
-            "demo_kto": {"file_name": "demo_kto.json", "formatting": "alpaca", "columns": {"kto_tag": "label"}},
+            "demo_kto": {"file_name": "demo_kto.json", "formatting": "alpaca",  # every column named, as LLaMA-Factory
+                         "columns": {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}},
         }, indent=2),
     }
     for name, text in files.items():

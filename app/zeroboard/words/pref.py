@@ -64,8 +64,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "QLoRA 在冻结的量化底座上训练 LoRA 适配器:全参微调无法更新 4 位或 8 位的权重;请把 finetuning_type 设为 lora,或把 quantization_bit 设为 0",
     ),
     "check.quant_no_gpu": (
-        "{bits}-bit QLoRA runs on NVIDIA GPUs (bitsandbytes' CUDA kernels) and this job runs on {where}: set quantization_bit to 0 to train LoRA on the full-precision model here, or run on a machine with an NVIDIA GPU",
-        "{bits} 位 QLoRA 需要 NVIDIA GPU(bitsandbytes 的 CUDA 内核),而本任务运行在 {where} 上:请把 quantization_bit 设为 0,在这里对全精度模型训练 LoRA,或换一台有 NVIDIA GPU 的机器",
+        "{bits}-bit QLoRA runs on NVIDIA GPUs here (bitsandbytes' CUDA kernels; its CPU path is not supported for ZeroBoard's multi-process runs) and this job runs on {where}: set quantization_bit to 0 to train LoRA on the full-precision model here, or run on a machine with an NVIDIA GPU",
+        "{bits} 位 QLoRA 在这里需要 NVIDIA GPU(bitsandbytes 的 CUDA 内核;它的 CPU 路径不支持 ZeroBoard 的多进程运行),而本任务运行在 {where} 上:请把 quantization_bit 设为 0,在这里对全精度模型训练 LoRA,或换一台有 NVIDIA GPU 的机器",
     ),
     "check.quant_no_bnb": (
         "{bits}-bit QLoRA loads the model through bitsandbytes, which is not installed in this Python: pip install 'bitsandbytes>=0.45'",
