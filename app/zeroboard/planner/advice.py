@@ -69,6 +69,12 @@ def note_keys(plan: Plan) -> list[str]:
         keys.append("fused_loss")
     elif loss_drift(plan.model, s):
         keys.append("loss_layout")  # what memory.loss_drift adds, and why
+    if s.sequences > 1:
+        keys.append("pairs")
+    if s.reference:
+        keys.append("reference")
+    if s.quant_bits:
+        keys.append("qlora")
     if s.device == "cpu":
         keys.append("cpu")
     return keys

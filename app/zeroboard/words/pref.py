@@ -88,6 +88,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "runs.margins": ("Reward margin (preference)", "奖励差值(偏好训练)"),
     "runs.accuracies": ("Reward accuracy (preference)", "奖励准确率(偏好训练)"),
     "runs.rewards_title": ("Preference runs at their last log: rewards of the chosen and the rejected answers, their margin, how often the chosen wins", "偏好训练在最后一次记录时:选中与拒绝回答的奖励、两者之差、选中回答胜出的比例"),
+    # the plan's notes (planner.advice.note_keys)
+    "plan.note.pairs": ("a preference pair forwards its chosen and its rejected answer in one batch: twice the activations of a sample at this micro-batch", "偏好训练的回答对在同一批中前向选中和拒绝两个回答:在这个 micro-batch 下是一条样本的两倍激活"),
+    "plan.note.reference": ("the reference model is a frozen copy of the weights, placed as the model (16 bit under DeepSpeed, a partition of it under ZeRO-3): counted in the weights", "参考模型是一份冻结的权重拷贝,放置方式与模型相同(DeepSpeed 下为 16 位,ZeRO-3 下只保留分片):已计入权重"),
+    "plan.note.qlora": ("QLoRA: every linear layer of the frozen base counted packed (4 bit: half a byte a weight and its block constants), embeddings, norms and the head at 16 bit", "QLoRA:冻结底座的每个线性层按打包后计算(4 位:每个权重半个字节加分块常数),词嵌入、归一化层和输出层按 16 位计算"),
     # the trainer and the outputs
     "train.ref_none": ("{stage}: no reference model (the loss needs none)", "{stage}:没有参考模型(损失不需要)"),
     "train.ref_base": ("{stage}: the reference model is the base with the LoRA adapters off (no second copy)", "{stage}:参考模型是关闭 LoRA 适配器的底座模型(没有第二份拷贝)"),
