@@ -605,6 +605,8 @@ CASES = [
     ("a negative pref_ftx", "pref_ftx", lambda t: s({"training_stage": "dpo", "dataset": "demo_pref", "pref_ftx": "-1"})),
     ("pref_ftx for ORPO", "pref_ftx", lambda t: s({"training_stage": "orpo", "dataset": "demo_pref", "pref_ftx": "0.5"})),
     ("a DPO loss for KTO", "pref_loss", lambda t: s({"training_stage": "kto", "dataset": "demo_kto", "pref_loss": "ipo"})),
+    ("truncation end with DPO", "truncation",
+     lambda t: s({"training_stage": "dpo", "dataset": "demo_pref", "truncation": "end"})),
     ("packing with DPO", "packing", lambda t: s({"training_stage": "dpo", "dataset": "demo_pref", "packing": "true"})),
     ("a training stage nobody has", "training_stage", lambda t: s({"training_stage": "ppo"})),
     ("LLaMA-Factory's kto_pair loss", "pref_loss", lambda t: s(job_file=yaml_file(t, "stage: dpo\npref_loss: kto_pair\n"))),

@@ -2,8 +2,9 @@
 
 Which stage learns from which data is the data layer's rule (``data.info.stage_problem``, read per dataset by
 ``checks``); here the fields themselves: a preference stage packs nothing, keeps ``pref_ftx`` and ``pref_loss`` to
-the stages that read them, and trains through TRL (installed); ``quantization_bit`` is 0, 4 or 8, for LoRA only,
-on an NVIDIA GPU (bitsandbytes' CUDA kernels), with bitsandbytes installed, and its weights not offloaded by ZeRO-3.
+the stages that read them, cuts its pairs by LLaMA-Factory's rule (``truncation: proportional``) and trains through
+TRL (installed); ``quantization_bit`` is 0, 4 or 8, for LoRA only, on an NVIDIA GPU (bitsandbytes' CUDA kernels),
+with bitsandbytes installed, and its weights not offloaded by ZeRO-3.
 bitsandbytes 0.50's CPU path did train a 4-bit LoRA of the demo model in one process (loss 8.3 -> 5.4 in 5 steps);
 ZeroBoard's CPU runs are 2 processes under gloo, with or without DeepSpeed, which it was not tried under: refused.
 
@@ -29,6 +30,8 @@ def check(spec: JobSpec, where: Placement, errors: dict[str, Msg]) -> None:
             errors.setdefault("training_stage", say("check.pref_no_trl", stage=stage))
         if spec.packing:
             errors.setdefault("packing", say("check.stage_packing", stage=stage))
+        if spec.truncation != "proportional":  # a pair is cut as LLaMA-Factory cuts it (training.prefdata)
+            errors.setdefault("truncation", say("check.stage_truncation", stage=stage))
         if spec.master_weights == "split":
             errors.setdefault("master_weights", say("check.pref_master_split"))
     if spec.pref_ftx and stage in NO_FTX:

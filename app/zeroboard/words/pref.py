@@ -39,6 +39,10 @@ WORDS: dict[str, tuple[str, str]] = {
         "packing joins samples into rows, and a preference stage compares whole answers: turn packing off for {stage}",
         "packing 会把样本拼成一行,而偏好训练比较的是完整的回答:{stage} 请关闭 packing",
     ),
+    "check.stage_truncation": (
+        "{stage} cuts a prompt and its answers together, as LLaMA-Factory does (the longer answer decides the split): set truncation to proportional",
+        "{stage} 会把提问与回答一起截断(与 LLaMA-Factory 相同,由较长的回答决定如何分配):请把 truncation 设为 proportional",
+    ),
     "check.pref_ftx_stage": (
         "{stage} has no separate SFT loss to weigh (ORPO's is built in; KTO has none): set pref_ftx to 0",
         "{stage} 没有单独的 SFT 损失可以加权(ORPO 自带;KTO 没有):请把 pref_ftx 设为 0",
