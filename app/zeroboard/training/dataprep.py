@@ -39,7 +39,7 @@ from ..data.formats import DataError
 from ..data.info import DatasetSource
 from ..job import mapping, spec as specmod
 from ..words import say
-from . import dataload, templates
+from . import dataload, prefdata, templates
 
 VERSION = 2  # of the rows this module writes: a change here makes new cache entries
 CACHE_ENV = "ZEROBOARD_DATA_CACHE"
@@ -162,8 +162,6 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     staging = out.with_name(f"{out.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    from . import prefdata
-
     renderer = templates.Renderer.of(tokenizer)
     kind = prefdata.kind_of(job.training_stage)  # a preference stage's rows: a pair, or an answer and its tag
     parts, read, phases = [], 0, {"read": 0.0, "tokenize": 0.0}

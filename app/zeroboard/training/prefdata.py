@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from .. import words
 from ..data import convert, preference, records as datarecords, tokens
 from ..data.formats import DataError
 from ..words import say
 from . import templates
-from .dataprep import TokenizeBatch
 
 STATS = ("length", "full_length", "prompt_length", "learned", "source", "record", "problem")
 COLUMNS = {"pairwise": ("prompt_ids", "chosen_ids", "rejected_ids"),
@@ -51,9 +51,18 @@ def cut(prompt: list[int], answers: list[list[int]], cutoff: int) -> tuple[list[
 
 
 @dataclass
-class PreferenceBatch(TokenizeBatch):
-    """Records -> chats (the chosen answer's, the other answer in ``extra``) -> rows of a pair or a tagged answer."""
+class PreferenceBatch:
+    """Records -> chats (the chosen answer's, the other answer in ``extra``) -> rows of a pair or a tagged answer
+    (picklable, for the map's workers: ``dataprep.TokenizeBatch``'s fields, and the kind of row)."""
 
+    src: Any  # data.info.DatasetSource
+    source: int
+    formatting: str | None
+    tokenizer: Any
+    renderer: templates.Renderer
+    cutoff: int
+    truncation: tokens.Rule = "proportional"  # (a pair is always cut by LLaMA-Factory's rule: the checks say so)
+    sizes: datarecords.Sizes = datarecords.DEFAULT
     kind: str = "pairwise"
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
