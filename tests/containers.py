@@ -4,7 +4,10 @@ chroot isolation) and runc, on a stand-in for the Dockerfile's CUDA base.
 The stand-in base is Debian minbase from debootstrap with Python, plus the CPU build of the PyTorch that ``make run``
 pins (pip finds that wheel locally; the CUDA build would be gigabytes). It is built once per machine and kept in
 podman's image store under a tag that hashes what it holds; the files it is made from lie in CACHE. Nothing of it
-is written into the checkout.
+is written into the checkout.  The project's image is kept the same way: under a tag that hashes the base, the
+build flags and every file of the build context (what .dockerignore lets through), with its build log beside the
+cache; a checkout whose context changed builds anew (``ZEROBOARD_CONTAINER_REBUILD=1`` builds anew in any case:
+the benchmark measures the build).
 
 What this machine needs, for these commands only (never baked into the image):
 - the containers' default ulimits exceed the host's hard limits, and crun cannot run with its cgroups: a
@@ -153,6 +156,50 @@ def standin_base(log: Path) -> tuple[str, bool]:
 
 
 # --- the project's image -------------------------------------------------------------------------------------------
+
+REBUILD_ENV = "ZEROBOARD_CONTAINER_REBUILD"
+IMAGE_REPO = "localhost/zeroboard-test"
+
+
+def context_files() -> list[Path]:
+    """The files a build of this checkout sends, as .dockerignore says (``*``, then ``!name`` for each top-level entry
+    let through, and the ``**/`` patterns left out), in name order."""
+    rules = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    kept = [REPO / r[1:] for r in rules if r.startswith("!")]
+    dropped = [r[3:] for r in rules if r.startswith("**/")]
+    out = []
+    for top in kept:
+        for p in ([top] if top.is_file() else sorted(top.rglob("*"))):
+            rel = p.relative_to(REPO)
+            if p.is_file() and not any(rel.match(pat) or any(part == pat or Path(part).match(pat) for part in rel.parts)
+                                       for pat in dropped):
+                out.append(p)
+    return sorted(out)
+
+
+def project_image(base: str, build_argv, log: Path) -> tuple[str, bool]:
+    """The project's image built from this checkout on ``base``: (its tag, whether it was built now).
+
+    ``build_argv(tag)`` is the build command (the documented one, as this machine runs it).  An image of the same
+    inputs in podman's store is used as it is, its build log copied to ``log``; building a new one removes the
+    earlier ones."""
+    h = hashlib.sha256()
+    h.update("\n".join([base, (REPO / ".dockerignore").read_text(), *build_argv("TAG")]).encode())
+    for p in context_files():
+        h.update(f"{p.relative_to(REPO)}\0".encode() + p.read_bytes() + b"\0")
+    tag = f"{IMAGE_REPO}:{h.hexdigest()[:12]}"
+    kept_log = CACHE / f"build-{h.hexdigest()[:12]}.log"
+    if has_image(tag) and kept_log.is_file() and os.environ.get(REBUILD_ENV) != "1":
+        log.write_text(kept_log.read_text(errors="replace"))
+        return tag, False
+    listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
+    for old in (t for t in listed if t.startswith(IMAGE_REPO + ":") and t != tag):
+        podman("rmi", "-f", old, check=False)
+    log.unlink(missing_ok=True)
+    run(build_argv(tag), 1800, log)
+    kept_log.write_text(log.read_text(errors="replace"))
+    return tag, True
+
 
 def build_flags(base: str) -> list[str]:
     """What ``podman build`` needs on this machine beyond the documented command: the stand-in base without Liger's

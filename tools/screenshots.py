@@ -374,13 +374,15 @@ def run(args: argparse.Namespace) -> int:
     if bad or not langs:
         print(f"--lang: unknown {', '.join(bad) or '(none)'}; choose from {', '.join(words.LANGS)}", file=sys.stderr)
         return 2
-    if not Path(args.chromium).exists():
-        print(f"No Chromium at {args.chromium}: pass --chromium PATH or set ZEROBOARD_CHROMIUM.", file=sys.stderr)
+    if not Path(args.chromium).is_file() or not os.access(args.chromium, os.X_OK):
+        print(f"No Chromium at {args.chromium}: install it with `make chromium` (Debian's chromium and fonts-noto-cjk, "
+              "for the Chinese pages), or pass --chromium PATH or set ZEROBOARD_CHROMIUM to one you have.", file=sys.stderr)
         return 2
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        print("Screenshots need playwright: pip install playwright (it drives the Chromium above).", file=sys.stderr)
+        print("Screenshots need playwright: `make screenshots` installs it (pip install -e '.[shots]'); it drives the "
+              "Chromium above.", file=sys.stderr)
         return 2
     opts = Options(out=Path(args.out).resolve(), langs=langs, max_steps=args.max_steps, chromium=args.chromium)
     started = time.time()

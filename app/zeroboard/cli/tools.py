@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .. import workspace
@@ -25,8 +26,9 @@ def cmd_demo_model(args) -> int:
     if Path(args.model_dir, "config.json").is_file() and not args.force:
         print(text("cli.demo_there", lang, path=args.model_dir))
         return 0
+    started = time.monotonic()
     out = build_demo_model(args.model_dir, args.data_dir)
-    print(text("cli.demo_built", lang, path=str(out)))
+    print(text("cli.demo_built", lang, path=str(out), seconds=f"{time.monotonic() - started:.0f}"))
     return 0
 
 

@@ -141,6 +141,10 @@ def cmd_train(args) -> int:
         except runmgr.Busy as e:
             if not args.queue:
                 term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
+                if getattr(e.args[0], "key", "") == "run.busy_chat":  # how to free the devices from here
+                    cmd = prepared.command
+                    where = " --cpu" if cmd.device_kind == "cpu" else " --gpus " + ",".join(map(str, cmd.devices))
+                    term.out(text("cli.busy_chat_hint", lang, where=where), err=True)
                 return 3
             try:
                 st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)

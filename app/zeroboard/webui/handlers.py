@@ -24,6 +24,7 @@ from ..runs import dispatcher, manager as runmgr
 from ..runs.launch import prepare_launch
 from ..runs.queue import Queue
 from ..words import Msg, say, text, tr
+from . import chat_handlers
 
 SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
 
@@ -79,6 +80,7 @@ class Checked:
     errors: dict[str, Msg] = field(default_factory=dict)
     warnings: dict[str, Msg] = field(default_factory=dict)
     prepared: command.Prepared | None = None
+    refused: Msg | None = None  # why Start was refused though the job is valid (a job or a chat worker on its devices)
 
     @property
     def ok(self) -> bool:
@@ -288,17 +290,26 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
 
 
 def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
-          lang: str = "en"):
-    """Check, then launch exactly the command the check built. Returns (check, state or None, message)."""
+          lang: str = "en", unload_chat: bool = False):
+    """Check, then launch exactly the command the check built. Returns (check, state or None, message).
+
+    Refused because a chat worker holds the job's devices (``checked.refused``, ``run.busy_chat``): the message offers
+    "Unload and start", which calls this again with ``unload_chat``: the workers on the job's devices are unloaded
+    (found in the runs index, whoever loaded them), then the job starts."""
     checked = check(values, gpus, port)
     if not checked.ok:
         return checked, None, report_markdown(checked, lang)
+    unloaded = chat_handlers.unload_on(manager, checked.command.device_kind, checked.command.devices, lang) \
+        if unload_chat else []
+    said = "".join(f"{html.escape(line)}  \n" for line in unloaded)
     try:
         state = manager.start(checked.prepared, source="page")
     except runmgr.Busy as e:
-        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text('page.busy_hint', lang)}"
+        checked.refused = e.args[0]
+        hint = "page.busy_chat_hint" if getattr(e.args[0], "key", "") == "run.busy_chat" else "page.busy_hint"
+        return checked, None, f"{said}**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text(hint, lang)}"
     except runmgr.StartError as e:
-        return checked, None, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
+        return checked, None, f"{said}**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     notes = [f"- {text('page.note', lang)}: {tr(n, lang)}" for n in state.notes]
     if state.master_port and state.master_port != checked.command.master_port:  # the shown command must be what runs
         checked.prepared.command = command.with_port(checked.command, state.master_port)
@@ -306,7 +317,7 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         msg = f"**{text('page.could_not_start', lang)}** {html.escape(tr(state.message, lang))}"
     else:
         msg = text("page.started", lang, run=workspace.shown(state.run_dir), pid=state.launcher_pid or state.supervisor_pid or "-")
-    return checked, state, "\n".join([msg, *notes])
+    return checked, state, said + "\n".join([msg, *notes])
 
 
 def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,

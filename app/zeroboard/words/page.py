@@ -179,9 +179,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "page.no_answers": ("the check's report has no answers", "检查报告中没有回答"),
     "page.the_output": ("the output", "输出"),
     "page.demo_building": (
-        "Building the offline demo model (first start only, about 15 s)...",
-        "正在构建离线演示模型(只在第一次启动时,约 15 秒)……",
+        "Building the offline demo model (first start only)...",
+        "正在构建离线演示模型(只在第一次启动时)……",
     ),
+    "page.demo_built": ("Built the offline demo model in {seconds} s.", "离线演示模型构建完成,用时 {seconds} 秒。"),
     "page.demo_failed": (
         "Could not build the demo model; the trainer will try again at Start:\n{log}",
         "无法构建演示模型;开始训练时会再试一次:\n{log}",
