@@ -55,15 +55,17 @@ ENTRIES = {
     # full fine-tuning under ZeRO-3 of a model with tied embeddings, a ZeRO checkpoint at its last step
     "zero3_full_tied": Entry(("deepspeed_stage=3", "finetuning_type=full", "max_steps=10", "save_steps=10",
                               "logging_steps=5", "learning_rate=0.001"), model="tied", why="consolidate, inspect"),
-    # issue 37: DPO with LoRA under none, ZeRO-2, ZeRO-3; full DPO under ZeRO-3 with its reference model; KTO; ORPO
-    "dpo_lora": Entry(PREF, job="examples/demo_dpo.yaml", why="margin rises; reload, chat, merge"),
-    "dpo_lora_z2": Entry((*PREF, "deepspeed_stage=2"), job="examples/demo_dpo.yaml", why="margin rises under ZeRO-2"),
-    "dpo_lora_z3": Entry((*PREF, "deepspeed_stage=3"), job="examples/demo_dpo.yaml", why="margin rises under ZeRO-3"),
+    # issue 37, one run a stage and none twice (each ~60 s, mostly the processes' start): DPO with LoRA under ZeRO-3
+    # (LoRA's reference, the base with adapters off, sharded; reload, chat, merge); full DPO under ZeRO-3 with its
+    # sharded reference copy; KTO with LoRA without DeepSpeed; ORPO under ZeRO-2
+    "dpo_lora_z3": Entry((*PREF, "deepspeed_stage=3"), job="examples/demo_dpo.yaml",
+                         why="margin rises under ZeRO-3; reload, chat, merge"),
     "dpo_full_z3": Entry((*PREF, "deepspeed_stage=3", "finetuning_type=full", "learning_rate=0.0005"),
                          job="examples/demo_dpo.yaml", why="a sharded reference model; reload, chat"),
     "kto_lora": Entry((*PREF, "training_stage=kto", "dataset=demo_kto"), job="examples/demo_dpo.yaml",
-                      why="answers tagged good or bad"),
-    "orpo_lora": Entry((*PREF, "training_stage=orpo"), job="examples/demo_dpo.yaml", why="no reference model"),
+                      why="answers tagged good or bad, without DeepSpeed"),
+    "orpo_lora_z2": Entry((*PREF, "training_stage=orpo", "deepspeed_stage=2"), job="examples/demo_dpo.yaml",
+                          why="no reference model; a preference trainer under ZeRO-2"),
 }
 
 
