@@ -37,10 +37,15 @@ def tied_demo_model(folder: Path) -> Path:
 
 @dataclass(frozen=True)
 class Entry:
-    sets: tuple[str, ...]  # --set NAME=VALUE on top of the job
+    sets: tuple[str, ...]  # --set NAME=VALUE on top of the job file
     model: str = ""  # "tied": the demo model with tied embeddings (made in the bank's folder)
     why: str = ""
-    job: str = "examples/demo.yaml"
+    job: str = "examples/demo.yaml"  # the job file it starts from
+
+
+# preference tuning on the demo's identity pairs (examples/demo_dpo.yaml): a short run, logged at every step, whose
+# margin rises from 0 (the policy is its reference at the first step) to several nats in a few steps
+PREF = ("max_steps=8", "logging_steps=1")
 
 
 # Every run the suite reads. A new one is an entry here, not a module fixture that trains.
@@ -54,6 +59,17 @@ ENTRIES = {
     **{f"lesson_{stage}{'_offload' if off else ''}": Entry((f"deepspeed_stage={stage}", f"offload={str(off).lower()}"),
                                                          job="examples/lesson_zero.yaml", why="none > 2 > 3 measured")
        for stage, off in (("none", False), ("2", False), ("3", False), ("2", True))},
+    # issue 37, one run a stage and none twice (each ~60 s, mostly the processes' start): DPO with LoRA under ZeRO-3
+    # (LoRA's reference, the base with adapters off, sharded; reload, chat, merge); full DPO under ZeRO-3 with its
+    # sharded reference copy; KTO with LoRA without DeepSpeed; ORPO under ZeRO-2
+    "dpo_lora_z3": Entry((*PREF, "deepspeed_stage=3"), job="examples/demo_dpo.yaml",
+                         why="margin rises under ZeRO-3; reload, chat, merge"),
+    "dpo_full_z3": Entry((*PREF, "deepspeed_stage=3", "finetuning_type=full", "learning_rate=0.0005"),
+                         job="examples/demo_dpo.yaml", why="a sharded reference model; reload, chat"),
+    "kto_lora": Entry((*PREF, "training_stage=kto", "dataset=demo_kto"), job="examples/demo_dpo.yaml",
+                      why="answers tagged good or bad, without DeepSpeed"),
+    "orpo_lora_z2": Entry((*PREF, "training_stage=orpo", "deepspeed_stage=2"), job="examples/demo_dpo.yaml",
+                          why="no reference model; a preference trainer under ZeRO-2"),
 }
 
 

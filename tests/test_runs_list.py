@@ -131,6 +131,35 @@ def test_compare_shows_exactly_the_fields_that_differ_and_the_course_table(tmp_p
     assert all(len(c["loss"]) == 12 and len(c["lr"]) == 12 and c["eval_loss"] == [] for c in curves.values())
 
 
+def test_compare_overlays_the_rewards_of_preference_runs_and_tables_their_last(tmp_path, index, manager):
+    """Two DPO-like runs beside two SFT ones: the margin and accuracy curves of the first two, their last rewards in
+    a table in both languages; the SFT runs have none (their cells say so)."""
+    from zeroboard.webui import runs_view
+
+    runs = four_settings(tmp_path, index)[:3]
+    for k, run in enumerate(runs[:2]):
+        path = run / record.EVENTS_FILE
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for i, e in enumerate(x for x in lines if x["event"] == "log"):
+            e["rewards"] = {"chosen": 0.1 * i, "rejected": -0.1 * i, "margins": 0.2 * i + k, "accuracies": 0.5}
+        path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    summary.CACHE._data.clear()
+    chosen = summary.summaries(manager)
+    curves = compare.curves(chosen)
+    have = [r for r, c in curves.items() if c["margins"]]
+    assert len(have) == 2 and all(len(curves[r]["margins"]) == 12 for r in have)
+    last = compare.last_rewards(curves[have[0]])
+    assert set(last) == set(compare.REWARDS)
+    rows = runs_view.curve_rows(chosen)
+    assert {r["run"] for r in rows["margins"]} and len(rows["accuracies"]) == 24
+    en, zh = runs_view.rewards_markdown(chosen, "en"), runs_view.rewards_markdown(chosen, "zh")
+    table = [line for line in en.splitlines() if line.startswith(("| chosen", "| rejected", "| margin", "| accuracy"))]
+    assert len(table) == 4 and all(line.count("| - ") == 2 for line in table)  # the two SFT runs: no rewards
+    assert "差值" in zh and "准确率" in zh
+    sft_only = [s for s in chosen if not curves[s.run_dir]["margins"]]
+    assert runs_view.rewards_markdown(sft_only, "en") == ""
+
+
 def _running(run: Path) -> None:
     """Make the run look alive: its state says running, its supervisor is this very process."""
     me = psutil.Process()

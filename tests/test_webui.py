@@ -321,14 +321,40 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     with gr.Blocks():
         panels = live_panels.render_live("en", [])
     first, seen = live_panels.render_snapshot(panels, snap2, None, time.time())
-    assert first[0] != gr.skip() and first[5] == snap2.log_text
+    log_at = live_panels.outputs(panels).index(panels.log)
+    assert first[0] != gr.skip() and first[log_at] == snap2.log_text
     again, _ = live_panels.render_snapshot(panels, live.snapshot(str(run)), seen, time.time())
-    assert again[0] == gr.skip() and again[5] == gr.skip()  # nothing new: nothing re-sent
+    assert again[0] == gr.skip() and again[log_at] == gr.skip()  # nothing new: nothing re-sent
     procs = live_panels.outputs(panels).index(panels.procs)
     assert first[procs]["headers"] == live_panels.PROC_HEADERS and first[procs]["data"] == snap2.proc_rows
     zh, _ = live_panels.render_snapshot(panels, live.snapshot(str(run), "zh"), None, time.time())
     assert zh[procs]["headers"][3:5] == ["进程", "当前占用"]  # the table's headers follow the page's language
     assert panels.procs.postprocess(zh[procs]).headers == zh[procs]["headers"]  # what gradio sends to the page
+
+
+def test_a_preference_run_draws_its_rewards_and_an_sft_run_hides_the_chart(gr, manager, tmp_path):
+    """The log events' rewards (chosen, rejected, margins, accuracies) and KTO's kl, a series each, named in the
+    page's language; the chart shows for a preference run only."""
+    from zeroboard.webui import live_panels
+
+    runs = {}
+    for name, extra in (("dpo", {"rewards": {"chosen": 0.5, "rejected": -0.5, "margins": 1.0, "accuracies": 0.75}}),
+                        ("kto", {"rewards": {"chosen": 0.5, "rejected": -0.2, "margins": 0.7}, "kl": 0.1}), ("sft", {})):
+        run = runs[name] = tmp_path / name
+        run.mkdir()
+        events.EventWriter(run, 0).emit("log", step=1, total_steps=2, loss=0.7, lr=1e-3, memory=[], **extra)
+        register(manager, JobState(run_dir=str(run), status="finished", started=time.time() - 5, ended=time.time()))
+    live = Live(manager)
+    assert {r["series"] for r in live.snapshot(str(runs["kto"])).rewards} == {"chosen", "rejected", "margins", "kl"}
+    frame = live_panels.rewards_frame(live.snapshot(str(runs["dpo"])).rewards, "zh")
+    assert set(frame["series"]) == {"选中", "拒绝", "差值", "准确率"} and frame["value"].max() == 1.0
+    with gr.Blocks():
+        panels = live_panels.render_live("en", [])
+    at = live_panels.outputs(panels).index(panels.rewards)
+    dpo, _ = live_panels.render_snapshot(panels, live.snapshot(str(runs["dpo"])), None, time.time())
+    sft, _ = live_panels.render_snapshot(panels, live.snapshot(str(runs["sft"])), None, time.time())
+    assert dpo[at]["visible"] is True and len(dpo[at]["value"]) == 4
+    assert sft[at]["visible"] is False
 
 
 def test_chart_legends_name_their_series_in_the_page_language_and_are_redrawn_once(gr, manager, tmp_path):

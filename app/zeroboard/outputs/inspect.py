@@ -58,6 +58,10 @@ class Inspection:
                      stage=r.get("deepspeed_stage")))
             if r.get("eval_loss") is not None:
                 how += t("out.eval_loss", loss=f"{r['eval_loss']:.4f}")
+            if r.get("training_stage") not in (None, "sft"):  # a preference stage: reloads as SFT's result does
+                how += t("out.pref_stage", stage=r["training_stage"])
+            if r.get("quantization_bit"):
+                how += t("out.qlora", bits=r["quantization_bit"])
             lines.append(t("out.result", kind=t(f"out.kind.{r.get('kind')}") if r.get("kind") in KINDS else r.get("kind"),
                            steps=r.get("global_step"), how=how))
         for i in self.items:

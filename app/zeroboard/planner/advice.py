@@ -72,6 +72,12 @@ def note_keys(plan: Plan) -> list[str]:
         keys.append("loss_layout")  # what reserve.loss_drift adds, and why
     if plan.model.traced is not None:
         keys.append("traced")
+    if s.sequences > 1:
+        keys.append("pairs")
+    if s.reference:
+        keys.append("reference")
+    if s.quant_bits:
+        keys.append("qlora")
     if s.device == "cpu":
         keys.append("cpu")
     return keys

@@ -27,7 +27,7 @@ from . import activations as act, reserve, traced
 from .activations import ActMode
 from .reserve import CONTEXT, NCCL  # noqa: F401 - what NVML adds, as the planner's package exports it
 from .shapes import ModelShape, PlanError, lora_params
-from .states import states
+from .states import quantized_saving, reference, states
 
 GIB = 1024**3
 # The share of a device's free memory a plan may fill and still have room: "needed" is meant to be at or above
@@ -80,6 +80,9 @@ class Setup:
     overlap_comm: bool = True  # DeepSpeed's overlap_comm (job.dstune turns it off on one GPU)
     master_weights: str = "auto"  # the job's master_weights (job.weights decides the mode with the rest)
     own_optimizer: bool = False  # the job names its optimizer in extra_args
+    sequences: int = 1  # sequences per sample: 2 for a pair (dpo, orpo, simpo: chosen and rejected in one batch)
+    reference: bool = False  # a frozen reference copy of the model (full fine-tuning of dpo or kto)
+    quant_bits: int = 0  # QLoRA: the frozen base's linear layers in 4 or 8 bits
 
     @property
     def weights(self) -> str:
@@ -103,7 +106,10 @@ class Setup:
 
     @property
     def tokens(self) -> int:
-        return self.micro_batch * self.seq
+        """Tokens of one micro-batch's forward: a pair stage forwards the chosen and the rejected answers together
+        (TRL concatenates them), twice the activations of a sample; KTO one answer a sample (its KL answers and the
+        reference's pass run without gradients: transient, not planned)."""
+        return self.micro_batch * self.seq * self.sequences
 
     def label(self, lang: str = "en") -> str:
         """The setting in words: no DeepSpeed, ZeRO-2, ZeRO-3 + offload (optimizer + params), ..."""
@@ -141,7 +147,11 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
                  prefetch_bucket=number("stage3_prefetch_bucket_size", 0),
                  persistence=number("stage3_param_persistence_threshold", 0),
                  accumulation=max(1, spec.gradient_accumulation_steps), overlap_comm=zero.get("overlap_comm") is not False,
-                 master_weights=spec.master_weights, own_optimizer="optim" in spec.extra_args)
+                 master_weights=spec.master_weights,
+                 own_optimizer="optim" in spec.extra_args or spec.training_stage != "sft",  # TRL's trainers: their own
+                 sequences=2 if spec.training_stage in ("dpo", "orpo", "simpo") else 1,
+                 reference=spec.training_stage in ("dpo", "kto") and spec.finetuning_type == "full",
+                 quant_bits=spec.quantization_bit if spec.quantization_bit in (4, 8) else 0)
 
 
 # --- activations ----------------------------------------------------------------------------
@@ -313,6 +323,7 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
     trainable = lora_params(shape, s.lora_rank, list(s.lora_target)) if s.finetuning == "lora" else shape.params
     psi = shape.params + (trainable if s.finetuning == "lora" else 0)
     st = states(shape, s, trainable, psi)
+    st.weights += reference(shape, s, psi) - quantized_saving(shape, s)  # a preference run's reference; QLoRA's base
     a = activation_bytes(shape, s)
     parts = moments(shape, s, st, a)
     if s.device == "cpu":  # glibc keeps freed heap chunks: RSS exceeds the tensors (measured on the CPU runs)

@@ -12,6 +12,13 @@ Pure Python (no torch). Figures are bytes per device; P = trainable parameters, 
   step flattens the gradient partition again (2P/N) and converts it to fp32 (4P/N): 2Ψ + 20P/N at its peak.
   With gradient accumulation the partition of the micro-batches before stays alive beside the next one's.
   With optimizer offload the GPU keeps the model, the buckets and a staging buffer of the largest parameter.
+- **Preference tuning**: a full fine-tune of dpo or kto keeps a frozen reference copy of the model (TRL's
+  ``ref_model``: the model's dtype, 16 bit under DeepSpeed, a partition of it under ZeRO-3; :func:`reference`);
+  LoRA's reference is the base itself (adapters off: no copy); orpo and simpo have none.
+- **QLoRA** (bitsandbytes): every linear layer of the frozen base packed to 4 bits (two weights a byte) with an
+  absmax per 64-weight block, itself quantized to 8 bits with one fp32 constant per 256 blocks (double
+  quantization); or 8 bits with an fp32 scale per output row. Embeddings, norms and the head stay 16 bit
+  (:func:`quantized_saving`). The packed bytes are stored in the compute dtype so ZeRO-3 shards them.
 - **ZeRO-3** (``stage3.py``): 16-bit partitions (2Ψ/N; LoRA adapters made after ``zero.Init`` stay fp32),
   small parameters (≤ 10·H elements: norms, biases) whole on every GPU, a flat 16-bit gradient buffer (2P/N,
   allocated at init), one reduce bucket (``reduce_bucket_size``: H² when "auto"). Parameters in use are
@@ -173,3 +180,30 @@ def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half:
     if s.offload_param:
         out.host += pow2(half * max(parts, 0) // n)
     return out
+
+
+def reference(shape: ModelShape, s, psi: int) -> int:
+    """Bytes per device of a frozen reference copy of the model (full fine-tuning of dpo or kto), placed as the model
+    is: 16 bit under DeepSpeed, sharded at ZeRO-3; the weights' dtype without it."""
+    if not s.reference:
+        return 0
+    if s.deepspeed:
+        return (2 if s.half else 4) * psi // (max(1, s.world) if s.stage == "3" else 1)
+    return (2 if s.weights16 else 4) * psi
+
+
+def quantized_bytes(numel: int, bits: int) -> int:
+    """Bytes of ``numel`` quantized weights with their constants: 4 bit NF4 with double quantization (an 8-bit
+    absmax per 64 weights, an fp32 constant per 256 absmaxes), or 8 bit with ~an fp32 scale per row (per 4096)."""
+    if bits == 4:
+        return numel // 2 + numel // 64 + 4 * (numel // (64 * 256) + 1)
+    return numel + 4 * (numel // 4096 + 1)
+
+
+def quantized_saving(shape: ModelShape, s) -> int:
+    """What QLoRA takes off the frozen base's weights on one device: every linear layer of every block quantized."""
+    if not s.quant_bits or s.finetuning != "lora":
+        return 0
+    linear = shape.layers * sum(lin.fan_in * lin.fan_out for lin in shape.linears)
+    held = 2 if s.half else 4  # the base as it would load otherwise (16 bit under DeepSpeed or LoRA's bf16 base)
+    return max(0, held * linear - quantized_bytes(linear, s.quant_bits)) // (max(1, s.world) if s.stage == "3" else 1)

@@ -25,11 +25,16 @@ from .summary import CACHE, FileCache, RunSummary, all_events, job_values
 NOT_COMPARED = ("output_dir",)
 
 
+# a preference run's rewards (its log events' ``rewards``): the margin and the accuracy are what runs are judged by
+REWARDS = ("chosen", "rejected", "margins", "accuracies")
+
+
 def points(events: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """(step, value) of the training loss, the evaluation loss and the learning rate, by step.
+    """(step, value) of the training loss, the evaluation loss, the learning rate and (preference stages) the
+    rewards of the chosen and the rejected answers, their margin and accuracy, by step.
 
     A resumed run logs again from its checkpoint: a step logged twice keeps its later value."""
-    series: dict[str, dict[int, float]] = {"loss": {}, "eval_loss": {}, "lr": {}}
+    series: dict[str, dict[int, float]] = {"loss": {}, "eval_loss": {}, "lr": {}, **{k: {} for k in REWARDS}}
     for e in events:
         kind, step = e.get("event"), e.get("step")
         if not isinstance(step, int):
@@ -38,6 +43,10 @@ def points(events: list[dict]) -> dict[str, list[tuple[int, float]]]:
             for key in ("loss", "lr"):
                 if isinstance(e.get(key), (int, float)):
                     series[key][step] = float(e[key])
+            rewards = e.get("rewards") if isinstance(e.get("rewards"), dict) else {}
+            for key in REWARDS:
+                if isinstance(rewards.get(key), (int, float)):
+                    series[key][step] = float(rewards[key])
         elif kind == "eval" and isinstance(e.get("eval_loss"), (int, float)):
             series["eval_loss"][step] = float(e["eval_loss"])
     return {k: sorted(v.items()) for k, v in series.items()}
@@ -218,3 +227,9 @@ def coinciding(series: dict[str, list[tuple[int, float]]]) -> list[list[str]]:
         else:
             home.append(run)
     return [g for g in groups if len(g) > 1]
+
+
+def last_rewards(curves_of_run: dict[str, list[tuple[int, float]]]) -> dict[str, float] | None:
+    """A preference run's last logged rewards (chosen, rejected, margin, accuracy), None for SFT."""
+    last = {k: curves_of_run[k][-1][1] for k in REWARDS if curves_of_run.get(k)}
+    return last or None

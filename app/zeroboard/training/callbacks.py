@@ -181,6 +181,23 @@ class TokenCounter:
         return out
 
 
+# what the preference trainers log that the events carry (TRL's names): the rewards of the chosen and the rejected
+# answers, their margin, how often the chosen wins (pairs); KTO's KL estimate
+PREFERENCE_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "kl")
+
+
+def preference_metrics(logs: dict) -> dict:
+    """A Trainer log's preference metrics as a log event carries them (``rewards``: chosen, rejected, margins,
+    accuracies; ``kl``); empty for SFT."""
+    out: dict = {}
+    rewards = {k.split("/")[1]: float(logs[k]) for k in PREFERENCE_METRICS if k.startswith("rewards/") and k in logs}
+    if rewards:
+        out["rewards"] = rewards
+    if logs.get("kl") is not None:
+        out["kl"] = float(logs["kl"])
+    return out
+
+
 def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float, speedups: dict):
     import torch
     import torch.distributed as dist
@@ -240,7 +257,7 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
             events.emit("log", step=step, total_steps=total, loss=logs.get("loss"), lr=logs.get("learning_rate"),
                         epoch=logs.get("epoch"), grad_norm=logs.get("grad_norm"),
                         tokens_per_sec=(tokens - self.tokens_last) / dt, tokens=tokens,
-                        elapsed=elapsed, eta=eta, memory=memory)
+                        elapsed=elapsed, eta=eta, memory=memory, **preference_metrics(logs))
             log.info("step %d/%d loss %.4f lr %.2e %.0f tok/s eta %s", step, total, logs["loss"],
                      logs.get("learning_rate", 0.0), (tokens - self.tokens_last) / dt,
                      f"{eta:.0f}s" if eta is not None else "?")

@@ -141,8 +141,9 @@ def names(run_dirs: list[str]) -> dict[str, str]:
 
 
 def curve_rows(runs: list[summary.RunSummary]) -> dict[str, list[dict]]:
-    """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr": [{"step", "value", "run"}]}``."""
-    out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": []}
+    """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr" | "margins" | "accuracies" | ...:
+    [{"step", "value", "run"}]}``."""
+    out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": [], **{k: [] for k in compare.REWARDS}}
     named = names([s.run_dir for s in runs])
     for run_dir, series in compare.curves(runs).items():
         name = named[run_dir]
@@ -256,6 +257,20 @@ def curves_note(runs: list[summary.RunSummary], lang: str) -> str:
             said.append(text("runs.curves_same", lang, runs=_listed([f"`{_cell(named[r])}`" for r in group], lang),
                              why=why))
     return "\n\n".join(said)
+
+
+def rewards_markdown(runs: list[summary.RunSummary], lang: str) -> str:
+    """Preference runs side by side at their last log: the rewards of the chosen and the rejected answers, the
+    margin between them and how often the chosen one wins (empty when no run is a preference run)."""
+    last = {r: compare.last_rewards(c) for r, c in compare.curves(runs).items()}
+    if not any(last.values()):
+        return ""
+    head = [text("runs.diff_field", lang)] + [f"`{_cell(workspace.shown(r))}`" for r in last]
+    lines = ["", "", f"**{text('runs.rewards_title', lang)}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in compare.REWARDS:
+        cells = [_num((v or {}).get(key)) if (v or {}).get(key) is not None else "-" for v in last.values()]
+        lines.append("| " + " | ".join([words.label(f"series.{key}", lang), *cells]) + " |")
+    return "\n".join(lines)
 
 
 # --- one run -----------------------------------------------------------------------------
