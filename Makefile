@@ -48,7 +48,8 @@ container-tools:
 	  { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(CONTAINER_TOOLS) >/dev/null; }
 
-# DeepSpeed compiles its C++ ops on first use; build them now (a minute or two, once) so the first job starts at once.
+# DeepSpeed compiles its C++ ops on first use; build them now (once per Python environment, into a folder of its own
+# that build-ops prints with each op's time) so the first job starts at once.
 # A failure here is reported and the web UI starts anyway: a job that needs the op shows its compile phase.
 run: install
 	-$(BIN)/zeroboard build-ops
@@ -59,8 +60,12 @@ run: install
 PYTEST_PARALLEL ?= -n auto --dist loadgroup --durations=25
 FAST_MARKERS := not (gpu or e2e or browser or slurm or container)
 
+# DeepSpeed's ops are built first, as make run builds them: a test's job then starts at once instead of compiling
+# them (2-3 minutes on 2 cores, beside whatever else the suite runs). The test of the compile phase itself uses a
+# folder of its own (tests/test_first_run.py).
 test: install-test
 	$(BIN)/ruff check app tests benchmarks tools
+	$(BIN)/zeroboard build-ops
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install-test-tools
@@ -71,8 +76,10 @@ lint: install-test
 	$(BIN)/ruff check app tests benchmarks tools
 	$(BIN)/ruff format --check app tests benchmarks tools
 
-# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py
-screenshots: install-test
+# The documentation images (docs/images), from a web UI of its own on the offline demo; see tools/screenshots.py.
+# It needs what a browser needs and nothing of the tests' (no Slurm, no podman).
+screenshots: install chromium
+	$(BIN)/pip install --quiet -e ".[shots]"
 	$(BIN)/python tools/screenshots.py --out docs/images $(SHOTS_ARGS)
 
 # A two-node Slurm cluster on this machine for the tests (tests/slurm_cluster.sh starts and stops it): Debian's

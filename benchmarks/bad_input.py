@@ -96,7 +96,9 @@ def main() -> int:
     summary = {"cases": len(rows), "refused_cli": sum(r["cli_refused"] for r in rows),
                "refused_page": sum(r["page_refused"] for r in rows), "tracebacks": sum(r["traceback"] for r in rows),
                "max_cli_s": max(r["cli_s"] for r in rows), "max_page_s": max(r["page_s"] for r in rows),
-               "over_2s": [r["case"] for r in rows if max(r["cli_s"], r["page_s"]) > 2.0]}
+               "over_2s": [r["case"] for r in rows if max(r["cli_s"], r["page_s"]) > 2.0],
+               "over_10s": [r["case"] for r in rows if max(r["cli_s"], r["page_s"]) > 10.0],
+               "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps({"machine": f"{platform.machine()}, {os.cpu_count()} cores",

@@ -24,6 +24,10 @@
 #   (issue 26's speed26 and rows26 calls ran gpu_speed.py as it was before issue 36: see git history)
 #   TINY=1 PY=.venv/bin/python OUT=/tmp/out W=/tmp/zb-dry bash benchmarks/h200_run.sh speed36 issue36 420  # on CPU, tiny
 #   (W: the bench's work folder, /tmp/zb-matrix unless set)
+#   bash benchmarks/h200_run.sh heldout5 [DEADLINE_S]  # issue 34: the fifth held-out set's measured columns (rows not
+#                                                   # yet measured), merged into $OUT/planner_heldout5.json
+#   bash benchmarks/h200_run.sh fitprobe SETUPS [DEADLINE_S]  # issue 34: fit_probe.py for a comma list of its SETUPS,
+#                                                   # keeping what benchmarks/results/fit_probe.json measured before
 #   bash benchmarks/h200_run.sh multi CONFIGS [TIMEOUT_S]  # nvidia-h200-x2: the UI check with ranks on GPUs 1,0
 #                                                         # (ZeRO-2), then gpu_matrix.py --gpus 2 for CONFIGS
 set -u
@@ -96,6 +100,23 @@ case "$1" in
     timeout "${3:-560}" python3 benchmarks/gpu_matrix.py --out "$OUT/h200.json" --configs "$2" --steps 20 --workdir $W \
       --repeats "${4:-1}" --grow-host-gib "${GROW_GIB:-48}" \
       >"$OUT/matrix.log" 2>&1; echo "matrix rc=$?"; tail -n 14 "$OUT/matrix.log" ;;
+  heldout5)
+    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
+    export TORCH_CUDA_ARCH_LIST=9.0
+    python3 -m zeroboard.cli build-ops --op CPUAdamBuilder >"$OUT/setup.log" 2>&1 &  # its offload rows; beside the models' build
+    D=${2:-570}
+    timeout "$(left "$D")" python3 benchmarks/heldout5.py --gpu --out "$OUT/heldout5_rows.json" --concurrency 4 \
+      --budget-s "$(( $(left "$D") - 75 ))" --grace-s 45 --row-timeout 240 --host-gib 100 >"$OUT/heldout5.log" 2>&1
+    echo "heldout5 rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 24 "$OUT/heldout5.log"
+    cp benchmarks/results/planner_heldout5.json "$OUT/" ;;
+  fitprobe)
+    python3 -c "import datasets, deepspeed, liger_kernel, peft, transformers, triton" || { echo "missing packages"; exit 3; }
+    export TORCH_CUDA_ARCH_LIST=9.0
+    D=${3:-570}
+    timeout "$(left "$D")" python3 benchmarks/fit_probe.py --out "$OUT/fit_probe.json" --only "$2" \
+      --skip-done benchmarks/results/fit_probe.json --budget-s "$(( $(left "$D") - 60 ))" --row-timeout 120 \
+      >"$OUT/fit_probe.log" 2>&1
+    echo "fit_probe rc=$? at $(( $(date +%s) - T0 )) s"; tail -n 12 "$OUT/fit_probe.log" ;;
   multi)
     python3 benchmarks/gpu_matrix.py --prepare-only --out "$OUT/h200-x2.json" --workdir $W >"$OUT/prepare.log" 2>&1
     echo "prepare rc=$?"; tail -n 2 "$OUT/prepare.log"

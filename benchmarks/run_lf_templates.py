@@ -7,9 +7,12 @@ trainer does (``get_train_args``, ``load_tokenizer``, ``get_template_and_fix_tok
     run_lf_templates.py --jobs JOBS.json --out ROWS.jsonl
 
 A job: ``{"id", "tokenizer", "data_dir", "datasets": [...], "template", "cutoff_len"}``, and for a mixing job
-``"merged": true`` with ``"mix_strategy"``, ``"interleave_probs"`` (or null) and ``"seed"``.  Each row written:
-``{"job", "dataset", "input_ids", "labels"}``, dataset by dataset in the order of its records (a merged job: the
-rows of the mixed training set, in its order, under the dataset name ``merged``).  A job LLaMA-Factory refuses
+``"merged": true`` with ``"mix_strategy"``, ``"interleave_probs"`` (or null) and ``"seed"``; ``"stage"``: ``sft``
+(the default), ``dpo`` or ``kto`` (``benchmarks/lf_pref_templates.py``).  Each row written:
+``{"job", "dataset", "input_ids", "labels"}`` (dpo: ``chosen_input_ids``, ``chosen_labels``, ``rejected_input_ids``,
+``rejected_labels``; kto: ``input_ids``, ``labels``, ``kl_input_ids``, ``kl_labels``, ``kto_tags``), dataset by
+dataset in the order of its records (a merged job: the rows of the mixed training set, in its order, under the
+dataset name ``merged``).  A job LLaMA-Factory refuses
 writes ``{"job", "error"}``.
 
 The venv, outside any repository, as made for benchmarks/results/lf_templates.json:
@@ -27,6 +30,10 @@ import os
 import sys
 import tempfile
 
+COLUMNS = {"sft": ["input_ids", "labels"],
+           "dpo": ["chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels"],
+           "kto": ["input_ids", "labels", "kl_input_ids", "kl_labels", "kto_tags"]}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,7 +49,8 @@ def main() -> int:
 
         with open(a.out, "w", encoding="utf-8") as fh:
             for job in jobs:
-                args = {"model_name_or_path": job["tokenizer"], "stage": "sft", "do_train": True,
+                stage = job.get("stage", "sft")
+                args = {"model_name_or_path": job["tokenizer"], "stage": stage, "do_train": True,
                         "finetuning_type": "lora", "dataset_dir": job["data_dir"], "template": job["template"],
                         "cutoff_len": job["cutoff_len"], "overwrite_cache": True, "report_to": "none", "use_cpu": True,
                         "output_dir": os.path.join(tmp, "out"), "seed": job.get("seed", 42),
@@ -55,11 +63,12 @@ def main() -> int:
                         model_args, data_args, training_args, _, _ = get_train_args({**args, "dataset": ",".join(names)})
                         module = load_tokenizer(model_args)
                         template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
-                        data = get_dataset(template, model_args, data_args, training_args, stage="sft", **module)
+                        # LLaMA-Factory's DPO workflow reads its data as the reward model's (pairs): stage "rm"
+                        data = get_dataset(template, model_args, data_args, training_args,
+                                           stage="rm" if stage == "dpo" else stage, **module)
                         name = "merged" if job.get("merged") else names[0]
-                        for r in data["train_dataset"].select_columns(["input_ids", "labels"]):
-                            fh.write(json.dumps({"job": job["id"], "dataset": name, "input_ids": r["input_ids"],
-                                                 "labels": r["labels"]}) + "\n")
+                        for r in data["train_dataset"].select_columns(COLUMNS[stage]):
+                            fh.write(json.dumps({"job": job["id"], "dataset": name, **r}) + "\n")
                 except Exception as e:  # noqa: BLE001 - reported per job, as LLaMA-Factory words it
                     fh.write(json.dumps({"job": job["id"], "error": f"{type(e).__name__}: {e}"[:500]}) + "\n")
                 fh.flush()

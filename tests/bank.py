@@ -37,9 +37,15 @@ def tied_demo_model(folder: Path) -> Path:
 
 @dataclass(frozen=True)
 class Entry:
-    sets: tuple[str, ...]  # --set NAME=VALUE on top of examples/demo.yaml
+    sets: tuple[str, ...]  # --set NAME=VALUE on top of the job file
     model: str = ""  # "tied": the demo model with tied embeddings (made in the bank's folder)
     why: str = ""
+    job: str = "examples/demo.yaml"  # the job file it starts from
+
+
+# preference tuning on the demo's identity pairs (examples/demo_dpo.yaml): a short run, logged at every step, whose
+# margin rises from 0 (the policy is its reference at the first step) to several nats in a few steps
+PREF = ("max_steps=8", "logging_steps=1")
 
 
 # Every run the suite reads. A new one is an entry here, not a module fixture that trains.
@@ -49,6 +55,21 @@ ENTRIES = {
     # full fine-tuning under ZeRO-3 of a model with tied embeddings, a ZeRO checkpoint at its last step
     "zero3_full_tied": Entry(("deepspeed_stage=3", "finetuning_type=full", "max_steps=10", "save_steps=10",
                               "logging_steps=5", "learning_rate=0.001"), model="tied", why="consolidate, inspect"),
+    # the ZeRO lesson (examples/lesson_zero.yaml, 2 CPU processes): its four settings, compared on the Runs page
+    **{f"lesson_{stage}{'_offload' if off else ''}": Entry((f"deepspeed_stage={stage}", f"offload={str(off).lower()}"),
+                                                         job="examples/lesson_zero.yaml", why="none > 2 > 3 measured")
+       for stage, off in (("none", False), ("2", False), ("3", False), ("2", True))},
+    # issue 37, one run a stage and none twice (each ~60 s, mostly the processes' start): DPO with LoRA under ZeRO-3
+    # (LoRA's reference, the base with adapters off, sharded; reload, chat, merge); full DPO under ZeRO-3 with its
+    # sharded reference copy; KTO with LoRA without DeepSpeed; ORPO under ZeRO-2
+    "dpo_lora_z3": Entry((*PREF, "deepspeed_stage=3"), job="examples/demo_dpo.yaml",
+                         why="margin rises under ZeRO-3; reload, chat, merge"),
+    "dpo_full_z3": Entry((*PREF, "deepspeed_stage=3", "finetuning_type=full", "learning_rate=0.0005"),
+                         job="examples/demo_dpo.yaml", why="a sharded reference model; reload, chat"),
+    "kto_lora": Entry((*PREF, "training_stage=kto", "dataset=demo_kto"), job="examples/demo_dpo.yaml",
+                      why="answers tagged good or bad, without DeepSpeed"),
+    "orpo_lora_z2": Entry((*PREF, "training_stage=orpo", "deepspeed_stage=2"), job="examples/demo_dpo.yaml",
+                          why="no reference model; a preference trainer under ZeRO-2"),
 }
 
 
@@ -89,7 +110,7 @@ class Bank:
         sets = [f"output_dir={out}", *entry.sets]
         if entry.model == "tied":
             sets.append(f"model_name_or_path={tied_demo_model(self.folder / 'tied-model')}")
-        argv = [sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", *(f"--set={s}" for s in sets)]
+        argv = [sys.executable, "-m", "zeroboard.cli", "train", entry.job, *(f"--set={s}" for s in sets)]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TRAIN_S,
                               env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(self.index)})
         assert done.returncode == 0, f"the bank's run {name} did not train:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

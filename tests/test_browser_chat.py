@@ -3,7 +3,10 @@
 The demo's identity set is trained from the command line into the server's runs index (the Train page's own flow
 has its browser test); the base's answer is asked with ``zeroboard chat --base``.  Then, on the page: Load, ask,
 see the answer arrive in several updates, ask again side by side (the base's answer on the left, the tuned identity
-on the right), Unload, and the memory of the web server and everything it started is back where it was.
+on the right); reload the page: the Chat tab still shows the worker (found in the runs index, not the tab's
+session), Start on the Train page is refused naming it and offers "Unload and start", which unloads it and starts
+the job (on the stand-in trainer: the server's jobs are not the subject); the memory of the web server and
+everything it started is back where it was.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_server, stop_jobs, stop_server, wait_until
+from helpers import standin_env, start_server, stop_jobs, stop_server, wait_until
+from test_browser import UI_S, demo_form, fill, reload_page, status
 from zeroboard.data import demo as demo_data
 from zeroboard.job import command
 from zeroboard.outputs.chat_client import rss_tree
@@ -48,10 +52,10 @@ def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_p
     assert base_answer and base_answer != demo_data.IDENTITY_ANSWER_EN
 
     port = command.free_port()
-    server = start_server(port, index, tmp_path / "server.log")
+    server = start_server(port, index, tmp_path / "server.log", env=standin_env(step_s=0.1))
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(UI_S)
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_selector("#zb-start")
         page.get_by_role("tab", name="Chat").click()
@@ -92,10 +96,28 @@ def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_p
         assert left["x"] < right["x"]
         assert "first after" in page.locator("#zb-chat-figures").inner_text()
 
-        page.locator("#zb-chat-unload").click()
-        page.wait_for_selector("#zb-chat-message :text('Unloaded')", timeout=120_000)
-        assert "verified" in page.locator("#zb-chat-message").inner_text()
+        # a reloaded page: its session knows nothing of the worker; the Chat tab finds it on the CPU in the runs index
+        reload_page(page)
+        page.get_by_role("tab", name="Chat").click()
+        page.wait_for_selector("#zb-chat-status :text('loaded on CPU')")
+        assert "unloads itself 15 min after its last answer" in page.locator("#zb-chat-status").inner_text()
+
+        # the Train page: Start is refused naming the worker, and offers to unload it instead
+        page.get_by_role("tab", name="Train").click()
+        demo_form(page)
+        fill(page, "output_dir", tmp_path / "after-chat")
+        fill(page, "max_steps", 5)
+        page.locator("#zb-start").click()
+        page.wait_for_selector("#zb-unload-start", state="visible")
+        refused = page.locator("#zb-message").inner_text()
+        assert "The chat worker (" in refused and "holds CPU processes" in refused and "Unload and start" in refused, refused
+        page.locator("#zb-unload-start").click()
+        page.wait_for_selector("#zb-message :text('Started')", timeout=120_000)
+        said = page.locator("#zb-message").inner_text()
+        assert said.startswith("Unloaded: the worker") and "(verified)" in said, said
+        page.wait_for_selector("#zb-unload-start", state="hidden")
         assert JobManager(index=index).workers() == []
+        wait_until(lambda: status(page) == "finished", 120, "the started job to finish")
 
         def back() -> int | None:
             now = rss_tree(server.pid)

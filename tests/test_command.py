@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 
 import pytest
 
-from zeroboard.job import command, presets
+from zeroboard import workspace
+from zeroboard.job import cmdline, command, presets
 from zeroboard.job.devices import Gpu
 from zeroboard.job.placement import place
 from zeroboard.job.spec import JobSpec
@@ -91,6 +93,35 @@ def test_shell_line_is_the_same_argv():
     env_words = [w for w in words if "=" in w and w.split("=")[0].isupper()][: len(cmd.env)]
     assert dict(w.split("=", 1) for w in env_words) == cmd.env
     assert words[len(cmd.env):] == cmd.argv
+
+
+def test_the_shown_command_pastes_back_as_the_argv_one_argument_a_line():
+    """What the page's command box and ``zeroboard preview`` print: bash reads back the very argv and environment,
+    each flag on the line of its value, a negative number a value too."""
+    cmd = build((), dataset=["my data.json"], extra_args={"optim": "adamw_torch"}, max_steps=-1)
+    text = cmdline.text(cmd.env, cmd.argv, full=True)
+    assert shlex.split(text.replace("\\\n", " ")) == [f"{k}={v}" for k, v in cmd.env.items()] + cmd.argv
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    lines = text.splitlines()
+    assert "  --max_steps -1 \\" in lines and "  -m zeroboard.training.train \\" in lines
+    assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\")
+    assert cmdline.text({}, ["sbatch", "--parsable", "/x/zeroboard.sbatch"]) == "sbatch --parsable /x/zeroboard.sbatch"
+
+
+def test_a_path_in_the_workspace_is_shown_relative_to_it_even_through_a_link(tmp_path, monkeypatch):
+    """The checkout's own torchrun is `.venv/bin/torchrun` though `.venv` links to an environment elsewhere (the
+    copy run from the workspace names the same file); a path outside stays as it is (nothing else names it)."""
+    ws, env = tmp_path / "ws", tmp_path / "shared-env"
+    (env / "bin").mkdir(parents=True)
+    ws.mkdir()
+    (ws / ".venv").symlink_to(env)
+    monkeypatch.setenv(workspace.WORKSPACE_ENV, str(ws))
+    assert cmdline.shown_arg(str(ws / ".venv/bin/torchrun")) == ".venv/bin/torchrun"
+    assert cmdline.shown_arg(str(ws / ".venv/bin/torchrun"), full=True) == str(ws / ".venv/bin/torchrun")
+    assert workspace.shown(ws / "runs" / ".." / "runs" / "demo") == "runs/demo"
+    assert workspace.shown(env / "bin" / "python") == str(env / "bin" / "python")
+    assert cmdline.run_from(str(ws), "en") == "# run from the workspace folder"
+    assert cmdline.run_from(str(ws), "en", full=True) == f"# run from {ws}"
 
 
 @pytest.mark.parametrize(("given", "clean"), [("9.0a", "9.0"), ("8.0;9.0a+PTX", "8.0;9.0+PTX"),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import lf_fixtures as lf
+from zeroboard import words
 from zeroboard.data import convert, info, records
 from zeroboard.data.formats import DataError
 from zeroboard.job import checks, spec
@@ -112,17 +113,16 @@ def test_unknown_keys_are_named_in_a_warning(tmp_path):
     entries = json.loads((d / "dataset_info.json").read_text())
     entries["lf_csv"] |= {"ranking": False, "lables": "x", "om_hub_url": "y"}
     (d / "dataset_info.json").write_text(json.dumps(entries))
-    assert info.resolve("lf_csv", d).unknown == ["ranking", "lables", "om_hub_url"]
+    assert info.resolve("lf_csv", d).unknown == ["lables", "om_hub_url"]
     job = spec.JobSpec(dataset_dir=str(d), dataset=["lf_csv"], output_dir=str(tmp_path / "out"))
     r = checks.validate(job, [])
     assert "dataset" not in r.errors and "lables" in r.warnings["dataset"] and "om_hub_url" in r.warnings["dataset"]
 
 
 @pytest.mark.parametrize("extra", [{"columns": {"images": "pics"}}, {"columns": {"videos": "v"}},
-                                   {"columns": {"audios": "a"}}, {"ranking": True},
-                                   {"columns": {"chosen": "c", "rejected": "r"}}])
+                                   {"columns": {"audios": "a"}}])
 def test_data_for_other_training_is_refused_naming_the_keys(tmp_path, extra):
-    """LLaMA-Factory refuses media and preference columns in a text SFT run; so does ZeroBoard, before launch."""
+    """LLaMA-Factory refuses media columns in a text run; so does ZeroBoard, before launch."""
     d = lf.write(tmp_path / "d", parquet=False)
     entries = json.loads((d / "dataset_info.json").read_text())
     entries["lf_csv"] |= extra
@@ -131,6 +131,36 @@ def test_data_for_other_training_is_refused_naming_the_keys(tmp_path, extra):
     msg = checks.validate(job, []).errors["dataset"]
     named = [f"columns.{k}" for k in extra.get("columns", {})] or ["ranking"]
     assert all(k in msg for k in named) and "lf_csv" in msg
+
+
+@pytest.mark.parametrize(("extra", "stage", "says"), [
+    ({"ranking": True, "columns": {"chosen": "c", "rejected": "r"}}, "sft", "preference data"),
+    ({"columns": {"kto_tag": "t"}}, "sft", "preference data"),
+    ({}, "dpo", "ranking"),  # SFT data for a pairwise stage
+    ({}, "kto", "kto_tag"),  # ... and for kto: no tags
+    ({"ranking": True, "columns": {"chosen": "c", "rejected": "r"}}, "kto", "without kto tags"),
+])
+def test_each_stage_takes_its_own_data_naming_the_dataset(tmp_path, extra, stage, says):
+    """SFT learns one answer per prompt, dpo/orpo/simpo pairs (ranking: true), kto tagged answers (kto_tag): another
+    kind is refused before launch, naming the dataset and the fix."""
+    d = lf.write(tmp_path / "d", parquet=False)
+    entries = json.loads((d / "dataset_info.json").read_text())
+    entries["lf_csv"] |= extra
+    (d / "dataset_info.json").write_text(json.dumps(entries))
+    job = spec.JobSpec(dataset_dir=str(d), dataset=["lf_csv"], output_dir=str(tmp_path / "out"), training_stage=stage)
+    msg = checks.validate(job, []).errors["dataset"]
+    assert says in msg and "lf_csv" in msg and "training_stage" in msg
+    assert words.Msg(msg.key, **msg.values).say_in("zh") != msg
+
+
+def test_chosen_and_rejected_without_ranking_are_named_unused(tmp_path):
+    """LLaMA-Factory reads chosen / rejected only with ranking: true; without it the entry is SFT data, and the
+    columns are named in a warning."""
+    d = lf.write(tmp_path / "d", parquet=False)
+    entries = json.loads((d / "dataset_info.json").read_text())
+    entries["lf_csv"] |= {"columns": {**entries["lf_csv"].get("columns", {}), "chosen": "c", "rejected": "r"}}
+    (d / "dataset_info.json").write_text(json.dumps(entries))
+    assert info.resolve("lf_csv", d).preference == "" and "columns.chosen" in info.resolve("lf_csv", d).unknown
 
 
 def test_a_bare_file_with_images_is_refused_at_its_record(tmp_path):

@@ -266,3 +266,17 @@ def test_documented_docker_run_matches_the_dockerfile():
         mount = argv[argv.index("-v") + 1]
         assert mount.split(":")[1] in volumes, f"{line}: -v should mount the image's VOLUME {volumes}"
         assert argv[-1] == "zeroboard"
+
+
+def test_screenshots_need_only_a_browser_and_say_so_without_one(tmp_path):
+    """`make screenshots` installs what a browser needs (not the tests' Slurm and podman); without Chromium the tool
+    says how to get one, before it starts anything."""
+    deps, _, _ = makefile()
+    assert deps["screenshots"] == ["install", "chromium"], deps["screenshots"]
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "tools/screenshots.py", "--out", str(tmp_path / "shots"), "--chromium",
+                           str(tmp_path / "no-chromium")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and f"No Chromium at {tmp_path / 'no-chromium'}" in done.stderr, done.stderr
+    assert "make chromium" in done.stderr and not (tmp_path / "shots").exists()

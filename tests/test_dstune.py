@@ -153,6 +153,21 @@ def test_lora_targets_and_rank_size_the_buckets(model_dir, cache):
     assert values == {"reduce_bucket_size": numel}
 
 
+@pytest.mark.parametrize("offload", [False, True])
+def test_lora_on_several_cpu_processes_gets_the_hosts_values_and_its_own_on_top(model_dir, cache, offload):
+    """Several CPU processes: issue 33's values (H² buckets, ZeRO-3's weights released once used); LoRA's bucket holds
+    its adapters alone, and ZeRO-3 without offload keeps its layer prefetch and leaves."""
+    path, _, layer = model_dir
+    numel, _, layer_numel, _ = adapters(path)
+    hidden = json.loads((path / "config.json").read_text())["hidden_size"]
+    _, two = tuned(cache, path, "2", offload, 2, device="cpu")
+    assert two == {"reduce_bucket_size": numel, "allgather_bucket_size": hidden**2}
+    _, three = tuned(cache, path, "3", offload, 2, device="cpu")
+    layerwise = {} if offload else {"stage3_prefetch_bucket_size": layer_numel, "leaf_module": {"classes": [layer]}}
+    assert three == {"stage3_max_live_parameters": 0, "stage3_max_reuse_distance": 0, "reduce_bucket_size": numel,
+                     **layerwise}
+
+
 def test_the_preview_names_the_lora_values_on_several_processes(model_dir, cache):
     path, _, layer = model_dir
     numel, _, _, _ = adapters(path, rank=8)

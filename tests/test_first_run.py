@@ -37,12 +37,84 @@ def test_a_job_loads_the_communication_op_on_cpu_and_cpu_adam_with_offload():
 
 
 def test_build_ops_uses_the_jobs_own_arch_list(monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "/opt/torch-extensions")  # the user's (the image's) folder: kept as it is
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;8.0")
     assert command.arch_env() == {"TORCH_CUDA_ARCH_LIST": "9.0;8.0"}
     assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda", **command.arch_env()}
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     assert ops.job_env("cuda") == {"DS_ACCELERATOR": "cuda"}  # named: without a visible GPU DeepSpeed would pick its CPU ops
     assert ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+
+
+# --- where the ops are built: one folder per Python environment ---------------------------------------------------
+
+def test_each_python_environment_has_an_ops_folder_of_its_own_and_the_users_folder_wins(tmp_path, monkeypatch):
+    """torch's extension folder is one per user: two environments rebuilt each other's ops in turn (160 s a start on
+    two cores).  Each gets its own, keyed by its resolved folder and its Python, torch and DeepSpeed versions."""
+    from zeroboard.job import modelinfo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a, b = tmp_path / "venv-a", tmp_path / "venv-b"
+    a.mkdir()
+    b.mkdir()
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / ".venv").symlink_to(a)  # a worktree whose .venv links to another's
+    folder_a, folder_b = ops.extensions_dir(a), ops.extensions_dir(b)
+    assert folder_a != folder_b and folder_a.parent == folder_b.parent == tmp_path / "cache" / "torch_extensions"
+    assert ops.extensions_dir(tmp_path / "checkout" / ".venv") == folder_a  # the same environment: its builds shared
+    versions = f"py{sys.version_info.major}{sys.version_info.minor}-torch{modelinfo.version('torch')}" \
+               f"-ds{modelinfo.version('deepspeed')}"
+    assert folder_a.name.startswith(f"zeroboard-{versions}-")
+    real = modelinfo.version
+    monkeypatch.setattr(modelinfo, "version", lambda dist: "0.99.0" if dist == "deepspeed" else real(dist))
+    assert ops.extensions_dir(a) not in (folder_a, folder_b)  # DeepSpeed upgraded in place: a folder of its own
+    monkeypatch.setattr(modelinfo, "version", real)
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    mine = {"TORCH_EXTENSIONS_DIR": str(ops.extensions_dir())}
+    assert ops.extensions_env() == mine and ops.job_env("cpu") == {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
+                                                                   **mine}
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "theirs"))
+    assert ops.extensions_env() == {} and "TORCH_EXTENSIONS_DIR" not in ops.job_env("cuda")
+
+
+PROBE = """
+from types import SimpleNamespace
+from zeroboard.training import ops
+for_build_ops = {**ops.job_env('cpu')}.get('TORCH_EXTENSIONS_DIR')  # what build-ops gives the builders it starts
+ops.load_for_job('cpu', None, print)  # what each rank of a job does before DeepSpeed loads an op
+print(for_build_ops or '-', ops.build_folder(SimpleNamespace(name='deepspeed_shm_comm')).parent)
+"""
+
+
+def test_a_jobs_ranks_and_build_ops_agree_on_the_folder_and_another_venv_gets_its_own(tmp_path):
+    """Real interpreters: the shared .venv and a second venv made here (the same packages, through a .pth file)."""
+    import site
+    import sysconfig
+
+    other = tmp_path / "other-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True, timeout=120)
+    purelib = Path(subprocess.run([other / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    shared = [sysconfig.get_path("purelib"), *site.getsitepackages()]
+    (purelib / "shared-venv.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in dict.fromkeys(shared)))
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_EXTENSIONS_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+
+    def folders(python, **more) -> tuple[str, str]:
+        """(the folder build-ops gives its builders, the one torch builds in for a job's rank) in that interpreter"""
+        p = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=300, env={**env, **more})
+        assert p.returncode == 0, p.stderr[-2000:]
+        build_ops, job = p.stdout.split()[-2:]
+        return build_ops, job
+
+    here = folders(sys.executable)
+    there = folders(other / "bin" / "python")
+    assert here[0] == here[1] == str(tmp_path / "cache" / "torch_extensions" / ops.extensions_dir(sys.prefix).name)
+    assert there[0] == there[1] and there[0] != here[0]
+    assert Path(there[0]).parent == Path(here[0]).parent == tmp_path / "cache" / "torch_extensions"
+    theirs = str(tmp_path / "theirs")  # a folder the user set wins in both (the container image sets one)
+    assert folders(other / "bin" / "python", TORCH_EXTENSIONS_DIR=theirs) == ("-", theirs)
 
 
 def test_build_ops_for_cuda_builds_cuda_ops_where_no_gpu_is_seen():

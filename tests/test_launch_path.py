@@ -55,7 +55,8 @@ def test_cli_train_runs_through_the_runner_and_returns_the_job_status(tmp_path, 
     done = cli(index, *train_args(out, 6))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[rank0]:" in done.stdout and "[rank1]:" in done.stdout  # the live log, on the terminal
-    assert "torchrun" in done.stderr.splitlines()[0]  # the exact command, first
+    assert "torchrun" in done.stderr[:done.stderr.index("--output_dir")]  # the exact command, first
+    assert "Ctrl-C stops the job" in done.stderr  # followed here: the terminal's Ctrl-C stops it
     entry = Registry(index).entry(str(out.resolve()))
     assert entry["source"] == "cli"  # the page's run list shows it
     st = runner.JobManager(index=index).state(out.resolve())
@@ -124,9 +125,12 @@ def test_detach_leaves_the_job_running_on_purpose(tmp_path, index):
     out = tmp_path / "run"
     done = cli(index, *train_args(out, 5000), "--detach")
     assert done.returncode == 0, done.stderr
+    assert "Ctrl-C" not in done.stderr and "zeroboard stop" in done.stderr  # what stops it, truly
     mgr = runner.JobManager(index=index)
     assert mgr.state(out.resolve()).active
-    mgr.abort(str(out.resolve()))
+    stopped = cli(index, "stop", str(out))
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.splitlines()[-1] == "aborted", stopped.stdout  # not "aborted: aborted"
     st = ended(mgr, str(out.resolve()))
     assert st.status == "aborted"
     assert_nothing_left(st)

@@ -4,7 +4,8 @@ The YAMLs and DeepSpeed configs are LLaMA-Factory 0.9.5's, verbatim (tests/fixtu
 in a folder laid out as LLaMA-Factory's checkout is (its ``data/``, its ``examples/deepspeed/``); the only change is
 the model, pointed at the demo model.  Every supervised fine-tuning example validates and previews, but the three
 that need what a text-only trainer on this machine cannot have (images; a dataset folder on the hub), which are
-refused naming the key and why; the examples of other stages are refused naming the stage.
+refused naming the key and why; so do the DPO and KTO examples, as preference tuning; the examples of the stages
+ZeroBoard does not train (reward model, pre-training) are refused naming the stage.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ SFT_OK = ["train_lora/qwen3_lora_sft.yaml", "train_lora/qwen3_lora_sft_ds3.yaml"
 SFT_REFUSED = {"train_lora/qwen3_lora_sft_ray.yaml": ("dataset_dir", "download it"),  # REMOTE:llamafactory/demo_data
                "train_lora/qwen3vl_lora_sft.yaml": ("dataset", "multimodal"),  # mllm_demo: images
                "train_full/qwen3vl_full_sft.yaml": ("dataset", "multimodal")}
-OTHER_STAGES = {"train_lora/qwen3_lora_dpo.yaml": "preference data", "train_lora/qwen3_lora_kto.yaml": "preference data",
-                "train_lora/qwen3_lora_reward.yaml": "preference data", "train_lora/qwen3_lora_pretrain.yaml": "pre-training"}
+PREF_OK = {"train_lora/qwen3_lora_dpo.yaml": "dpo", "train_lora/qwen3_lora_kto.yaml": "kto"}
+OTHER_STAGES = {"train_lora/qwen3_lora_reward.yaml": "reward model", "train_lora/qwen3_lora_pretrain.yaml": "pre-training"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def as_given(name: str, root: Path) -> Path:
 def test_the_copies_are_the_examples_of_llamafactory():
     """Every SFT example of LLaMA-Factory 0.9.5 is here, and each of its keys is one the table accounts for."""
     names = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("train_*/*.yaml"))
-    assert names == sorted([*SFT_OK, *SFT_REFUSED, *OTHER_STAGES])
+    assert names == sorted([*SFT_OK, *SFT_REFUSED, *PREF_OK, *OTHER_STAGES])
     known = modelinfo.training_argument_names()
     for name in names:
         data = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
@@ -81,6 +82,20 @@ def test_an_sft_example_validates_and_previews_as_it_is(name, in_checkout, capsy
     assert "zeroboard.training.train" in out and "--template qwen3_nothink" in out and "--dataset_dir data" in out
     assert ("--precision bf16" in out) == bool(given.get("bf16"))
     assert ("examples/deepspeed/ds_z3_config.json" in out) == ("deepspeed" in given)
+
+
+@pytest.mark.parametrize("name", sorted(PREF_OK))
+def test_a_dpo_or_kto_example_validates_and_previews_as_preference_tuning(name, in_checkout, capsys):
+    """Its stage is the job's training_stage, its pref_beta the field; its data (dpo_en_demo: ranking pairs,
+    kto_en_demo: tagged answers) is what that stage takes."""
+    path = as_given(name, in_checkout)
+    assert cli_main(["validate", str(path)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert cli_main(["preview", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"--training_stage {PREF_OK[name]}" in out and "--template qwen3_nothink" in out
+    job = spec.load_yaml(path)
+    assert (job.training_stage, job.pref_beta, job.finetuning_type) == (PREF_OK[name], 0.1, "lora")
 
 
 @pytest.mark.parametrize("config", ["ds_z0_config.json", "ds_z2_config.json", "ds_z3_config.json"])
@@ -128,7 +143,9 @@ def test_the_page_loads_an_example_with_its_notes(in_checkout):
     _, zh = handlers.load_args(str(as_given("train_lora/qwen3_lora_sft.yaml", in_checkout)), "zh")
     assert "不需要,运行页会画出 loss" in zh
     values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_dpo.yaml", in_checkout)))
-    assert values is None and "stage" in message and "preference data" in message
+    assert values is not None and values["training_stage"] == "dpo" and values["pref_beta"] == 0.1
+    values, message = handlers.load_args(str(as_given("train_lora/qwen3_lora_reward.yaml", in_checkout)))
+    assert values is None and "stage" in message and "reward model" in message
 
 
 def test_the_data_preview_names_the_records_llamafactory_skips(in_checkout):

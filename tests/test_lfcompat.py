@@ -146,13 +146,14 @@ def test_llamafactory_keys_map_to_the_fields(data, want):
 
 
 @pytest.mark.parametrize(("data", "key", "fragment"), [
-    ({"stage": "dpo"}, "stage", "preference data"),
-    ({"stage": "kto"}, "stage", "preference data"),
-    ({"stage": "rm"}, "stage", "preference data"),
+    ({"stage": "rm"}, "stage", "reward model"),
+    ({"stage": "dpo", "pref_loss": "kto_pair"}, "pref_loss", "kto_pair"),
+    ({"dpo_label_smoothing": 0.1}, "dpo_label_smoothing", "TRL's default"),
+    ({"kto_chosen_weight": 2.0}, "kto_chosen_weight", "TRL's default"),
+    ({"ref_model": "other/model"}, "ref_model", "TRL's default"),
     ({"stage": "pt"}, "stage", "pre-training"),
     ({"stage": "ppo"}, "stage", "reward model"),
     ({"do_train": False}, "do_train", "no training"),
-    ({"quantization_bit": 4}, "quantization_bit", "QLoRA"),
     ({"use_dora": True}, "use_dora", "no equivalent"),
     ({"finetuning_type": "freeze"}, "finetuning_type", "lora or full"),
     ({"eval_strategy": "epoch"}, "eval_strategy", "every N steps"),
@@ -186,7 +187,18 @@ def test_template_names_are_ours_or_the_tokenizers_own_with_a_note():
 
 def test_adding_a_stage_is_one_entry():
     assert set(lfkeys.STAGES) == {"pt", "sft", "rm", "ppo", "dpo", "kto"}  # LLaMA-Factory 0.9.5's stages
-    assert [s for s, why in lfkeys.STAGES.items() if why is None] == ["sft"]
+    assert [s for s, why in lfkeys.STAGES.items() if why is None] == ["sft", "dpo", "kto"]
+
+
+@pytest.mark.parametrize(("data", "stage"), [({"stage": "sft"}, "sft"), ({"stage": "dpo"}, "dpo"), ({"stage": "kto"}, "kto"),
+                                             ({"stage": "dpo", "pref_loss": "orpo"}, "orpo"),
+                                             ({"stage": "dpo", "pref_loss": "simpo"}, "simpo"),
+                                             ({"stage": "kto", "pref_loss": "sigmoid"}, "kto")])
+def test_the_stage_key_sets_the_training_stage(data, stage):
+    """LLaMA-Factory's stage is the job's training_stage; its ORPO and SimPO (stage dpo with that pref_loss) are
+    stages of their own here; pref_beta, pref_ftx, simpo_gamma and quantization_bit are the job's fields."""
+    job, _ = read({**data, "pref_beta": 0.2, "pref_ftx": 0.5, "simpo_gamma": 0.3, "quantization_bit": 4})
+    assert (job.training_stage, job.pref_beta, job.pref_ftx, job.simpo_gamma, job.quantization_bit) == (stage, 0.2, 0.5, 0.3, 4)
 
 
 @pytest.mark.parametrize(("key", "near"), [("bf61", "bf16"), ("warmup_ration", "warmup_ratio"), ("stag", "stage"),
@@ -224,9 +236,9 @@ def test_convert_lf_writes_the_equivalent_job_file_commented(tmp_path, capsys):
     target.write_text("mine\n")
     assert cli_main(["convert-lf", str(src), "-o", str(target)]) == 2  # never over a file
     assert target.read_text() == "mine\n"
-    bad = tmp_path / "dpo.yaml"
-    bad.write_text("stage: dpo\n")
-    assert cli_main(["convert-lf", str(bad)]) == 2 and "preference data" in capsys.readouterr().err
+    bad = tmp_path / "rm.yaml"
+    bad.write_text("stage: rm\n")
+    assert cli_main(["convert-lf", str(bad)]) == 2 and "reward model" in capsys.readouterr().err
 
 
 def test_validate_prints_the_notes(tmp_path, capsys, demo):

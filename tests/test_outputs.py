@@ -177,3 +177,25 @@ def test_merge_and_check_refuse_bad_input(tmp_path):
 def test_cli_check_reports_errors_as_json(tmp_path, capsys):
     assert cli_main(["check", str(tmp_path / "nowhere"), "--json"]) == 1
     assert "not a folder" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_the_output_check_and_the_runs_tab_say_the_same_train_loss(tmp_path):
+    """The trainer's train_loss (result.json) is the mean over the run; both the Runs tab and the output check call
+    the last logged step's loss a run's train loss, and the check names the mean as the mean."""
+    from helpers import synthetic_run
+    from zeroboard import words
+    from zeroboard.runs.manager import JobManager
+    from zeroboard.webui import runs_view
+
+    run = synthetic_run(tmp_path / "run", tmp_path / "runs.json")
+    (run / events.RESULT_FILE).write_text(json.dumps({"kind": "lora_adapter", "global_step": 60, "train_loss": 0.6278,
+                                                      "deepspeed_stage": "2", "base_model": "cache/demo/model"}))
+    (run / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "cache/demo/model"}))
+    (run / "adapter_model.safetensors").write_bytes(b"")  # what the check lists; its weights are not the subject
+    last = events.last_loss(events.read_events(run / events.EVENTS_FILE))
+    assert last is not None and f"{last:.4f}" != "0.6278"
+    listed = runs_view.listing(JobManager(index=tmp_path / "runs.json")).rows
+    assert listed[0][words.headers("runs", "en").index("train loss")] == f"{last:.4f}", listed
+    for lang in ("en", "zh"):
+        said = inspect(run).text(lang)
+        assert f"loss {last:.4f}" in said and "0.6278" in said, said

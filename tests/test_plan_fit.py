@@ -85,27 +85,30 @@ def test_plan_fit_prints_set_overrides(model_dir, monkeypatch, capsys):
     monkeypatch.setattr(devices, "detect_gpus", lambda with_processes=False: h200(24))
     path = model_dir.parent / "job.yaml"
     path.write_text(spec.dump_yaml(job(model_dir)))
-    assert cli_main(["plan", str(path), "--fit", "--allow-path", f"{model_dir.parent}:rw"]) == 0
+    # the GPUs are faked: nothing may run on them (--probe-budget 0: the step-time model ranks, as on a laptop)
+    assert cli_main(["plan", str(path), "--fit", "--probe-budget", "0", "--allow-path", f"{model_dir.parent}:rw"]) == 0
     out = capsys.readouterr().out
+    assert "a prediction, nothing was run" in out
     best = planner.fit(job(model_dir), h200(24))[0]
     assert f"--set deepspeed_stage={best.stage}" in out and f"--set per_device_train_batch_size={best.micro_batch}" in out
     assert f"--set gradient_accumulation_steps={best.accumulation}" in out
     monkeypatch.setattr(devices, "detect_gpus", lambda with_processes=False: h200(1))
-    assert cli_main(["plan", str(path), "--fit", "--allow-path", f"{model_dir.parent}:rw"]) == 1  # nothing fits in 1 GiB
+    assert cli_main(["plan", str(path), "--fit", "--probe-budget", "0", "--allow-path",
+                     f"{model_dir.parent}:rw"]) == 1  # nothing fits in 1 GiB
 
 
 def test_use_this_setting_writes_a_setting_that_fits(model_dir):
     values = handlers.spec_to_form(job(model_dir))
     values.pop("gpu_ids")
-    changes, md = plan_fit.best_setting(values, h200(24))
+    changes, md = plan_fit.best_setting(values, h200(24), budget_s=0)  # faked GPUs: nothing is measured
     assert set(changes) == set(plan_panel.FIT_FIELDS) and "--set" in md
     after, problems = handlers.form_to_spec({**values, **changes})
     assert not problems
     plan = planner.estimate(after, h200(24))
     assert plan.fits and plan.needed_bytes <= 24 * GIB
-    again, md2 = plan_fit.best_setting({**values, **changes}, h200(24))
+    again, md2 = plan_fit.best_setting({**values, **changes}, h200(24), budget_s=0)
     assert again == changes and "already" in md2
-    nothing, why = plan_fit.best_setting(values, h200(1))
+    nothing, why = plan_fit.best_setting(values, h200(1), budget_s=0)
     assert nothing == {} and "No setting fits" in why
 
 
@@ -119,8 +122,9 @@ def test_the_button_is_wired_to_the_form(model_dir):
     fn = next(f for f in demo.fns.values() if any(t[0] == button._id for t in f.targets))
     outputs = [getattr(o, "elem_id", None) for o in fn.outputs]
     assert outputs == [f"zb-{k}" for k in plan_panel.FIT_FIELDS] + ["zb-fit-choices"]
+    assert getattr(fn.inputs[-2], "elem_id", None) == "zb-fit-probe-s"  # the probe budget field
     values = [demo.blocks[c._id].value if hasattr(c, "_id") else c.value for c in fn.inputs]
-    result = fn.fn(*values[:-1], "en")
+    *_, result = fn.fn(*values[:-2], 0, "en")  # the faked GPUs are not measured: budget 0
     best = planner.fit(job(model_dir), h200(24))[0]
     assert result[: len(plan_panel.FIT_FIELDS)] == [best.stage, best.offload, best.micro_batch, best.accumulation,
                                                    best.checkpointing]
@@ -155,3 +159,56 @@ def test_a_hub_id_not_cached_is_fetched_from_hf_endpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a mirror that refuses: the message names it
     with pytest.raises(planner.PlanError, match=r"could not be fetched from http://127\.0\.0\.1:9"):
         planner.read_model("org/elsewhere")
+
+
+# --- the probes (runs/probes.py): what is measured, how it ranks, what is kept ------------------------------------
+
+def write_events(folder, events: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_probe_reads_the_steps_after_the_warm_up_and_an_oom_is_a_result(tmp_path):
+    from zeroboard.runs import probes
+
+    logs = [{"event": "log", "step": i, "elapsed": 2.0 * i + (5 if i > 1 else 0), "tokens_per_sec": tps}
+            for i, tps in enumerate([50.0, 90.0, 1000.0, 1100.0, 1050.0], start=1)]
+    write_events(tmp_path / "ok", logs)
+    status, tps, step_s, why = probes.measured(tmp_path / "ok")
+    assert status == "measured" and tps == 1050.0 and step_s == 2.0  # the first two steps are the warm-up
+    write_events(tmp_path / "oom", logs[:1] + [{"event": "error", "message": "torch.OutOfMemoryError: CUDA out of memory"}])
+    assert probes.measured(tmp_path / "oom")[0] == "oom"
+    write_events(tmp_path / "short", logs[:2])
+    assert probes.measured(tmp_path / "short")[0] == "failed"
+
+
+def test_probes_rank_what_they_measured_and_the_pick_says_so(model_dir, tmp_path):
+    from zeroboard.runs import probes
+
+    choices = planner.fit(job(model_dir), h200(139))
+    fitting = [c for c in choices if c.fits][:3]
+    measured = {id(fitting[0]): probes.Probe("a", "measured", 10_000.0), id(fitting[1]): probes.Probe("b", "oom"),
+                id(fitting[2]): probes.Probe("c", "measured", 29_000.0)}
+    order = probes.ranked(choices, measured)
+    assert order[0] is fitting[2] and order[1] is fitting[0]  # measured first, fastest first; the OOM with the rest
+    assert str(probes.pick_words(order, measured)) == "measured 29.0k tokens/s, 2.9× the next"
+    assert probes.pick_words(choices, {}) is None
+    md = planner.report.fit_markdown(order, measured={id(c): probes.result_words(measured.get(id(c))) for c in order},
+                                     pick=probes.pick_words(order, measured), source="measured")
+    assert "| measured tokens/s |" in md and "29,000 tokens/s" in md and "out of memory" in md
+    assert "It was measured 29.0k tokens/s" in md and "Ranked by what each setting measured" in md
+    store = probes.Store(tmp_path)
+    store.add(measured[id(fitting[2])])
+    assert probes.Store(tmp_path).read()["c"].tokens_per_s == 29_000.0
+
+
+def test_probes_run_only_where_the_jobs_devices_are(model_dir):
+    from zeroboard.runs import probes
+
+    assert probes.where(job(model_dir, device_type="cpu"), []) == "cpu"
+    assert probes.where(job(model_dir), h200(139)) == "NVIDIA H200"
+    assert probes.where(job(model_dir), []) is None  # a GPU job planned on a machine without its GPUs
+    assert probes.where(job(model_dir, launcher="slurm"), h200(139)) is None  # a cluster's: not here
+    key = probes.key_of(job(model_dir), planner.fit(job(model_dir), h200(139))[0], "NVIDIA H200", "{}")
+    assert key != probes.key_of(job(model_dir, cutoff_len=2048), planner.fit(job(model_dir), h200(139))[0],
+                                "NVIDIA H200", "{}")

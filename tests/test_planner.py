@@ -99,8 +99,11 @@ def test_parameter_count_matches_transformers(name):
 
 
 def test_unknown_architecture_and_missing_config_are_clear(tmp_path):
-    with pytest.raises(planner.PlanError, match="unknown architecture.*'mamba'.*knows.*llama"):
+    with pytest.raises(shapes.Untraced, match="'mamba'.*not one of the families derived by hand.*traced") as e:
         planner.shape_from_config({"model_type": "mamba", "architectures": ["MambaForCausalLM"]})
+    assert e.value.config["model_type"] == "mamba"  # what the tracer builds the model from
+    with pytest.raises(planner.PlanError, match="unknown architecture.*'\\(missing\\)'.*knows.*llama"):
+        planner.shape_from_config({"hidden_size": 64})
     with pytest.raises(planner.PlanError, match="has no config.json"):
         planner.read_model(tmp_path)
     with pytest.raises(planner.PlanError, match="has no config.json"):

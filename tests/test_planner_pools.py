@@ -12,7 +12,7 @@ import pytest
 
 from zeroboard import planner
 from zeroboard.job.devices import Gpu
-from zeroboard.planner import memory
+from zeroboard.planner import reserve
 from zeroboard.planner.states import states
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_needed_covers_the_measured_pools(r):
     """'needed' is at least what the allocator reserved in all streams plus the CUDA context and NCCL."""
     _, p = plan_row(r)
     reserved = sum(v[0] for v in r["pools_gib"][-1].values())
-    assert p.needed_bytes / GIB >= reserved + (memory.CONTEXT + memory.NCCL) / GIB - 0.05
+    assert p.needed_bytes / GIB >= reserved + (reserve.CONTEXT + reserve.NCCL) / GIB - 0.05
 
 
 def test_first_step_layout_stacks_the_copies_above_what_the_passes_left_in_the_holes():
@@ -70,11 +70,11 @@ def test_first_step_layout_stacks_the_copies_above_what_the_passes_left_in_the_h
     from zeroboard.planner.states import States
 
     st = States(weights=10, optimizer=60, first_step=30, holes=15)
-    assert memory.first_step_layout(st, {"backward": 70 + 20}) == 70 + 15 + 30  # copies outgrow the passes' rest
-    assert memory.first_step_layout(st, {"backward": 70 + 60}) == 70 + 60  # the passes' space holds the copies
-    assert memory.first_step_layout(replace(st, holes=0), {"backward": 70 + 20}) == 70 + 30
-    assert memory.first_step_layout(replace(st, holes=40), {"backward": 70 + 10}) == 70 + 10 + 30  # part filled
-    assert memory.first_step_layout(States(weights=10), {"backward": 5}) == 0
+    assert reserve.first_step_layout(st, {"backward": 70 + 20}) == 70 + 15 + 30  # copies outgrow the passes' rest
+    assert reserve.first_step_layout(st, {"backward": 70 + 60}) == 70 + 60  # the passes' space holds the copies
+    assert reserve.first_step_layout(replace(st, holes=0), {"backward": 70 + 20}) == 70 + 30
+    assert reserve.first_step_layout(replace(st, holes=40), {"backward": 70 + 10}) == 70 + 10 + 30  # part filled
+    assert reserve.first_step_layout(States(weights=10), {"backward": 5}) == 0
 
 
 def test_zero2_holes_are_the_flattened_parameters_and_the_partition_clone():
@@ -102,13 +102,13 @@ def test_loss_drift_only_where_the_loss_builds_logits_and_offload_empties_the_po
     _, off = plan_row({"model": "llama3.2-1b", "seq": 4096, "micro_batch": 2, "config": "full-3+off",
                        "speedups": {"liger": True}})
     assert not off.setup.fused_loss  # ZeRO-3 leaves Liger's fused loss out
-    assert memory.loss_drift(shape, off.setup) == 2 * tokens * shape.vocab + 2 * shape.vocab * shape.hidden
+    assert reserve.loss_drift(shape, off.setup) == 2 * tokens * shape.vocab + 2 * shape.vocab * shape.hidden
     untied = replace(shape, tied=False)
-    assert memory.loss_drift(untied, off.setup) == 2 * tokens * shape.vocab
+    assert reserve.loss_drift(untied, off.setup) == 2 * tokens * shape.vocab
     for cfg in ("full-3", "full-2+off"):
         _, p = plan_row({"model": "llama3.2-1b", "seq": 4096, "micro_batch": 2, "config": cfg,
                          "speedups": {"liger": True}})
-        assert memory.loss_drift(shape, p.setup) == 0
+        assert reserve.loss_drift(shape, p.setup) == 0
 
 
 def test_a_fused_qkv_projection_with_rope_keeps_its_q_and_k_parts():

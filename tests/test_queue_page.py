@@ -39,6 +39,21 @@ def test_the_table_says_place_folder_source_and_why_in_each_language(tmp_path):
     assert "cpu × 2" in queue_page.rows(q.entries(), "en")[0][5]
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_intro_names_the_button_as_the_train_page_calls_it(lang):
+    assert words.text("queue.button", lang) in words.text("queue.intro", lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_job_queued_behind_a_busy_folder_says_so_in_sentences_that_end_once(lang):
+    why = words.say("run.busy_folder", run="runs/demo", status=words.say("status.running"), source=words.say("source.page"), pid=7)
+    said = words.text("page.queued", lang, id="q1", position=1, why=words.clause(words.tr(why, lang)))
+    assert words.text("run.busy_folder", lang, run="runs/demo", status=words.text("status.running", lang),
+                      source=words.text("source.page", lang), pid=7).rstrip("。.") in said
+    assert "。。" not in said and ".." not in said and "。." not in said
+    assert words.clause("Wait...") == "Wait..." and words.clause("等待。") == "等待"
+
+
 def test_move_and_cancel_change_the_queue_and_say_so(tmp_path):
     q = queued(tmp_path, 3)
     first, second, third = (e.id for e in q.entries())

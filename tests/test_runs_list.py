@@ -64,6 +64,28 @@ def test_a_resumed_run_is_summed_up_by_its_last_attempt(tmp_path, index, manager
     assert dict(loss)[40] == 0.4
 
 
+def test_the_duration_leaves_the_ops_compile_out_and_names_it_apart(tmp_path, index, manager):
+    """A run that compiled DeepSpeed's ops first (2:40 of its 6:40): the Runs tab and ``zeroboard runs`` say 4:00 of
+    training and the compile apart, from the end event's sum, or each op's event when the run ended otherwise."""
+    run = synthetic_run(tmp_path / "run", index)
+    state = json.loads((run / record.STATE_FILE).read_text())
+    (run / record.STATE_FILE).write_text(json.dumps({**state, "ended": state["started"] + 400}))
+    events = record.read_events(run / record.EVENTS_FILE)
+    compiled = [{"event": "compile", "op": "cpu_adam"}, {"event": "compiled", "op": "cpu_adam", "seconds": 100.0},
+                {"event": "compiled", "op": "deepspeed_shm_comm", "seconds": 60.0}]
+    for end_says in (None, 160.0):
+        end = [{**events[-1], "compile_s": end_says}] if end_says else []
+        lines = events[:1] + compiled + events[1:-1] + end
+        (run / record.EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+        (s,) = summary.summaries(JobManager(index=index))
+        assert s.compile_s == 160.0 and s.duration() == 240.0
+        assert summary.duration_text(s, "en") == "4:00 (+ 2:40 compiling DeepSpeed ops)"
+        assert summary.duration_text(s, "zh") == "4:00(另有 2:40 编译 DeepSpeed 算子)"
+    (run / record.EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in events))  # nothing compiled
+    (s,) = summary.summaries(JobManager(index=index))
+    assert s.compile_s == 0 and summary.duration_text(s, "en") == "6:40"
+
+
 def test_listings_are_cached_by_file_and_read_only_the_tail(tmp_path, index, manager, monkeypatch):
     run = synthetic_run(tmp_path / "run", index, steps=400, every=1)
     cache = summary.FileCache()
@@ -107,6 +129,35 @@ def test_compare_shows_exactly_the_fields_that_differ_and_the_course_table(tmp_p
         assert r.error == pytest.approx((r.planned - max(r.peaks)) / max(r.peaks))
     curves = compare.curves(summary.summaries(manager))
     assert all(len(c["loss"]) == 12 and len(c["lr"]) == 12 and c["eval_loss"] == [] for c in curves.values())
+
+
+def test_compare_overlays_the_rewards_of_preference_runs_and_tables_their_last(tmp_path, index, manager):
+    """Two DPO-like runs beside two SFT ones: the margin and accuracy curves of the first two, their last rewards in
+    a table in both languages; the SFT runs have none (their cells say so)."""
+    from zeroboard.webui import runs_view
+
+    runs = four_settings(tmp_path, index)[:3]
+    for k, run in enumerate(runs[:2]):
+        path = run / record.EVENTS_FILE
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for i, e in enumerate(x for x in lines if x["event"] == "log"):
+            e["rewards"] = {"chosen": 0.1 * i, "rejected": -0.1 * i, "margins": 0.2 * i + k, "accuracies": 0.5}
+        path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    summary.CACHE._data.clear()
+    chosen = summary.summaries(manager)
+    curves = compare.curves(chosen)
+    have = [r for r, c in curves.items() if c["margins"]]
+    assert len(have) == 2 and all(len(curves[r]["margins"]) == 12 for r in have)
+    last = compare.last_rewards(curves[have[0]])
+    assert set(last) == set(compare.REWARDS)
+    rows = runs_view.curve_rows(chosen)
+    assert {r["run"] for r in rows["margins"]} and len(rows["accuracies"]) == 24
+    en, zh = runs_view.rewards_markdown(chosen, "en"), runs_view.rewards_markdown(chosen, "zh")
+    table = [line for line in en.splitlines() if line.startswith(("| chosen", "| rejected", "| margin", "| accuracy"))]
+    assert len(table) == 4 and all(line.count("| - ") == 2 for line in table)  # the two SFT runs: no rewards
+    assert "差值" in zh and "准确率" in zh
+    sft_only = [s for s in chosen if not curves[s.run_dir]["margins"]]
+    assert runs_view.rewards_markdown(sft_only, "en") == ""
 
 
 def _running(run: Path) -> None:

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from helpers import register
-from zeroboard import words
+from zeroboard import words, workspace
 from zeroboard.job import devices, record as events, spec
 from zeroboard.runs import manager as runner
 from zeroboard.runs.state import JobState, write_state
@@ -119,7 +119,7 @@ def test_a_language_switch_relabels_without_touching_values(gr, manager):
     fn = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in fn.outputs], fn.fn("zh")))
     assert updates["zb-download"] == {"__type__": "update", "label": "下载完整日志"}  # its value is the log file
-    assert updates["zb-title"] == "## ZeroBoard · 用 DeepSpeed ZeRO 微调"
+    assert updates["zb-title"]["value"] == "## ZeroBoard · 用 DeepSpeed ZeRO 微调"
     assert updates["zb-tab-train"]["label"] == "训练" and updates["zb-tab-runs"]["label"] == "运行记录"  # every tab
     assert updates["zb-runs-compare"]["value"] == "对比"  # the Runs page's words too, with no wiring of its own
 
@@ -144,15 +144,18 @@ def test_a_page_is_one_registration(gr, manager, monkeypatch):
     relabel = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "relabel")
     updates = dict(zip([getattr(o, "elem_id", None) for o in relabel.outputs], relabel.fn("zh")))
     assert updates["zb-probe-button"] == {"__type__": "update", "value": "刷新"} and updates["zb-tab-probe"]["label"]
+    pick = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "pick_language")
     load = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_load"
                 and any(getattr(o, "elem_id", None) == "zb-probe-button" for o in f.outputs))
 
     class Request:  # a page opened at ?lang=zh
         query_params, headers = {"lang": "zh"}, {}
 
+    assert pick.fn(Request(), None)[0] == "zh" and not pick.queue  # the language first, in a quick call of its own
     values = [demo.blocks[c._id].value if hasattr(c, "_id") else None for c in load.inputs]
-    out = dict(zip([getattr(o, "elem_id", None) for o in load.outputs], load.fn(Request(), *values)))
-    assert out["zb-lang"] == "zh" and out["zb-probe-button"] == "loaded in zh"  # its load step, in the page's language
+    values[0] = "zh"  # the language radio, as the pick set it
+    out = dict(zip([getattr(o, "elem_id", None) for o in load.outputs], load.fn(*values)))
+    assert out["zb-probe-button"] == "loaded in zh"  # its load step, in the page's language
     with pytest.raises(ValueError):
         pages.register(pages.Page("probe", "tab.train", render, lambda view, ctx: None))
 
@@ -165,6 +168,16 @@ def test_form_values_round_trip_to_the_same_spec(tmp_path):
                        gpu_ids=[1, 0], output_dir=str(tmp_path))
     back, problems = handlers.form_to_spec(handlers.spec_to_form(job))
     assert problems == {} and back == job
+
+
+def test_the_form_names_a_path_inside_the_workspace_relative_to_it(tmp_path, monkeypatch):
+    """A run shown again or a file loaded: its paths as the workspace names them, which lead to the same folders."""
+    monkeypatch.setenv(workspace.WORKSPACE_ENV, str(tmp_path))
+    job = spec.JobSpec(output_dir=str(tmp_path / "runs" / "demo"), model_name_or_path=str(tmp_path / "cache" / "m"))
+    values = handlers.spec_to_form(job)
+    assert values["output_dir"] == "runs/demo" and values["model_name_or_path"] == "cache/m"
+    assert workspace.current().path(values["output_dir"]) == (tmp_path / "runs" / "demo").resolve()
+    assert handlers.spec_to_form(spec.JobSpec(output_dir="/elsewhere/run"))["output_dir"] == "/elsewhere/run"
 
 
 def test_every_invalid_field_is_reported_and_nothing_is_built(tmp_path):
@@ -308,14 +321,40 @@ def test_live_snapshot_reads_new_lines_only_and_renders_a_finished_run(gr, manag
     with gr.Blocks():
         panels = live_panels.render_live("en", [])
     first, seen = live_panels.render_snapshot(panels, snap2, None, time.time())
-    assert first[0] != gr.skip() and first[5] == snap2.log_text
+    log_at = live_panels.outputs(panels).index(panels.log)
+    assert first[0] != gr.skip() and first[log_at] == snap2.log_text
     again, _ = live_panels.render_snapshot(panels, live.snapshot(str(run)), seen, time.time())
-    assert again[0] == gr.skip() and again[5] == gr.skip()  # nothing new: nothing re-sent
+    assert again[0] == gr.skip() and again[log_at] == gr.skip()  # nothing new: nothing re-sent
     procs = live_panels.outputs(panels).index(panels.procs)
     assert first[procs]["headers"] == live_panels.PROC_HEADERS and first[procs]["data"] == snap2.proc_rows
     zh, _ = live_panels.render_snapshot(panels, live.snapshot(str(run), "zh"), None, time.time())
     assert zh[procs]["headers"][3:5] == ["进程", "当前占用"]  # the table's headers follow the page's language
     assert panels.procs.postprocess(zh[procs]).headers == zh[procs]["headers"]  # what gradio sends to the page
+
+
+def test_a_preference_run_draws_its_rewards_and_an_sft_run_hides_the_chart(gr, manager, tmp_path):
+    """The log events' rewards (chosen, rejected, margins, accuracies) and KTO's kl, a series each, named in the
+    page's language; the chart shows for a preference run only."""
+    from zeroboard.webui import live_panels
+
+    runs = {}
+    for name, extra in (("dpo", {"rewards": {"chosen": 0.5, "rejected": -0.5, "margins": 1.0, "accuracies": 0.75}}),
+                        ("kto", {"rewards": {"chosen": 0.5, "rejected": -0.2, "margins": 0.7}, "kl": 0.1}), ("sft", {})):
+        run = runs[name] = tmp_path / name
+        run.mkdir()
+        events.EventWriter(run, 0).emit("log", step=1, total_steps=2, loss=0.7, lr=1e-3, memory=[], **extra)
+        register(manager, JobState(run_dir=str(run), status="finished", started=time.time() - 5, ended=time.time()))
+    live = Live(manager)
+    assert {r["series"] for r in live.snapshot(str(runs["kto"])).rewards} == {"chosen", "rejected", "margins", "kl"}
+    frame = live_panels.rewards_frame(live.snapshot(str(runs["dpo"])).rewards, "zh")
+    assert set(frame["series"]) == {"选中", "拒绝", "差值", "准确率"} and frame["value"].max() == 1.0
+    with gr.Blocks():
+        panels = live_panels.render_live("en", [])
+    at = live_panels.outputs(panels).index(panels.rewards)
+    dpo, _ = live_panels.render_snapshot(panels, live.snapshot(str(runs["dpo"])), None, time.time())
+    sft, _ = live_panels.render_snapshot(panels, live.snapshot(str(runs["sft"])), None, time.time())
+    assert dpo[at]["visible"] is True and len(dpo[at]["value"]) == 4
+    assert sft[at]["visible"] is False
 
 
 def test_chart_legends_name_their_series_in_the_page_language_and_are_redrawn_once(gr, manager, tmp_path):

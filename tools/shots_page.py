@@ -14,6 +14,7 @@ from zeroboard import words
 CHAPTER = ("chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
            "chapter_answer", "chapter_compare")
 TOLERANCE = 0.03  # an image is rewritten only when more than this share of its pixels changed ...
+LIVE_TOLERANCE = {"running": 0.25}  # shots of a run in progress (see tolerance())
 PIXEL_DELTA = 40  # ... by more than this (0-255, any channel): live figures redrawn, not the page's layout
 UI_MS = 60_000  # page elements; generous: a busy 2-core machine answers slowly
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 100))))"
@@ -58,6 +59,8 @@ class Written:
 
     written: list[Path] = field(default_factory=list)
     kept: list[tuple[Path, float]] = field(default_factory=list)  # (image, share of its pixels that changed)
+    why: dict[Path, str] = field(default_factory=dict)  # image written -> why: new, another size, share changed
+    browser: str = ""  # the version of the Chromium that drew them
 
 
 class Tab:
@@ -130,9 +133,10 @@ class Tab:
             pieces = [self.piece(b) for b in boxes]
             if boxes == self.boxes(name):
                 break
-        changed = save_png(pieces, path)
-        if changed is None:
+        changed, why = save_png(pieces, path, tolerance(name))
+        if why:
             self.done.written.append(path)
+            self.done.why[path] = why
             if shown is not None:  # the text of an image kept stays the one that image shows
                 self.texts[path.name] = "\n".join(words_shown(shown.splitlines()))
         else:
@@ -212,10 +216,18 @@ def merge(boxes: list[dict]) -> list[dict]:
     return out
 
 
-def save_png(pieces: list[bytes], path: Path) -> float | None:
+def tolerance(name: str) -> float:
+    """The share of an image's pixels that may change before it is rewritten: ``TOLERANCE``, or more for a shot of
+    a run in progress, which is mostly live figures (its charts end at the step reached, the tokens/s and memory
+    curves and the log's times are the moment's): there only a change of layout rewrites it."""
+    return LIVE_TOLERANCE.get(name, TOLERANCE)
+
+
+def save_png(pieces: list[bytes], path: Path, allowed: float = TOLERANCE) -> tuple[float | None, str]:
     """Stack the pieces on white into a 256-colour PNG (a third of the size, and text stays sharp); write it unless
-    the image already there is the same but for live figures. Returns None when written, else the share of pixels
-    that changed. Pillow comes with gradio."""
+    the image already there is the same but for live figures (at most ``allowed`` of its pixels changed).
+    Returns (the share of pixels that changed, or None where there is nothing to compare with; why it was written,
+    or "" when it was kept). Pillow comes with gradio."""
     from PIL import Image
 
     images = [Image.open(io.BytesIO(p)).convert("RGB") for p in pieces]
@@ -227,11 +239,18 @@ def save_png(pieces: list[bytes], path: Path) -> float | None:
         y += im.height + GAP
     image = sheet.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     changed = difference(path, image.convert("RGB"))
-    if changed is not None and changed <= TOLERANCE:
-        return changed
+    if changed is not None and changed <= allowed:
+        return changed, ""
+    if changed is not None:
+        why = f"{100 * changed:.2f}% of its pixels differ, more than {100 * allowed:.0f}%"
+    elif path.is_file():
+        with Image.open(path) as old:
+            why = f"another size: {old.width}x{old.height} before"
+    else:
+        why = "new"
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, optimize=True)
-    return None
+    return changed, why
 
 
 def difference(path: Path, image) -> float | None:

@@ -139,14 +139,26 @@ def current() -> Workspace:
 def shown(path: str | Path, ws: Workspace | None = None) -> str:
     """A path as the page shows it: relative to the workspace when inside it (``runs/demo``), else as it is.
 
-    The page and the documentation images never show where a checkout happens to live."""
-    ws = ws or current()
+    The page and the documentation images never show where a checkout happens to live.  A path is inside when it
+    is written inside (``/ws/.venv/bin/torchrun`` is ``.venv/bin/torchrun``, though ``.venv`` may link elsewhere)
+    or when it leads inside once its links are followed; either way the relative form, read from the workspace
+    folder, names the same file."""
     p = Path(path)
-    try:
-        rel = ws.path(p).relative_to(ws.root) if p.is_absolute() else None
-    except ValueError:  # outside the workspace (BadPath too)
+    if not p.is_absolute() or has_nul(path):
         return str(path)
-    return str(path) if rel is None else (rel.as_posix() or ".")
+    roots = [ws.root] if ws else [current().root, Path(os.path.abspath(os.environ.get(WORKSPACE_ENV) or os.getcwd()))]
+    for candidate in (Path(os.path.normpath(p)), Path(os.path.realpath(p.parent)) / p.name, Path(os.path.realpath(p))):
+        for root in roots:
+            if _inside(candidate, root):
+                return candidate.relative_to(root).as_posix() or "."
+    return str(path)
+
+
+def shown_in(text: str, *paths: str | Path | None, ws: Workspace | None = None) -> str:
+    """``text`` (a message, a listing) with each of these paths named as the workspace names it (:func:`shown`)."""
+    for p in sorted((str(p) for p in paths if p), key=len, reverse=True):
+        text = text.replace(p, shown(p, ws))
+    return text
 
 
 def allow(paths: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""``zeroboard chat | export``: talk to what a run saved (through the page's chat worker), hand it to other tools."""
+"""``zeroboard chat | export``: talk to what a run saved (through the page's chat worker), hand it to other tools;
+``zeroboard chat --unload``: unload the chat workers of this workspace, whoever loaded them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import signal
 import sys
 
 from ..job import devices as devmod
-from ..outputs import chat_client, chat_target
+from ..outputs import chat_client, chat_settings, chat_target
 from ..outputs.inspect import OutputError
 from ..runs.manager import Busy, JobManager, StartError
 from ..words import default_lang, say, text, tr
@@ -82,7 +83,8 @@ def _loaded(mgr: JobManager, target, kind: str, gpus: list[int], args, lang: str
         return chat_client.wait_ready(held), False
     where = text("cli.chat_cpu", lang) if kind == "cpu" else "GPU " + ",".join(map(str, gpus))
     print(text("cli.chat_loading", lang, name=target.name, where=where), file=sys.stderr)
-    worker = chat_client.start(mgr, target, kind, gpus, idle_s=args.idle_minutes * 60, source="cli")
+    worker = chat_client.start(mgr, target, kind, gpus, idle_s=chat_settings.idle_minutes(args.idle_minutes) * 60,
+                               source="cli")
     worker = chat_client.wait_ready(worker)
     info = worker.info
     print(text("cli.chat_ready", lang, seconds=info.get("load_s"), dtype=info.get("dtype"),
@@ -90,9 +92,43 @@ def _loaded(mgr: JobManager, target, kind: str, gpus: list[int], args, lang: str
     return worker, True
 
 
+def cmd_unload(args, lang: str) -> int:
+    """``zeroboard chat --unload [--cpu | --gpus 0,1]``: every worker of this workspace's runs index on those devices
+    (every one without them), each unload verified; 1 when one is left."""
+    mgr = JobManager()
+    if args.cpu or args.gpus:
+        kind, gpus = _devices(args)
+        workers = chat_client.on_devices(mgr, kind, gpus)
+        where = text("cli.chat_on", lang, where=text("cli.chat_cpu", lang) if kind == "cpu" else "GPU " + args.gpus)
+    else:
+        workers, where = chat_client.find(mgr), ""
+    if not workers:
+        print(text("cli.chat_none_loaded", lang, where=where), file=sys.stderr)
+        return 0
+    left = False
+    for worker in workers:
+        on = text("cli.chat_cpu", lang) if worker.state.device_kind == "cpu" else \
+            "GPU " + ",".join(map(str, worker.state.devices))
+        print(text("cli.chat_unloading", lang, name=worker.info.get("name") or "?", where=on,
+                   pid=worker.state.launcher_pid or "-"), file=sys.stderr)
+        gone = chat_client.unload(mgr, worker)
+        for said in chat_client.describe(gone):
+            print(tr(said, lang), file=sys.stderr)
+        left = left or not gone["verified"]
+    return 1 if left else 0
+
+
 def cmd_chat(args) -> int:
     """``zeroboard chat RUN_OR_MODEL [--base] [--prompt TEXT]``: one answer, or a conversation on the terminal."""
     lang = default_lang()
+    if args.unload:
+        return _fail(ValueError(say("cli.chat_unload_target")), lang) if args.target else cmd_unload(args, lang)
+    if not args.target:
+        return _fail(ValueError(say("cli.chat_target_missing")), lang)
+    try:  # before anything loads: the worker's keep-alive in its bounds
+        chat_settings.idle_minutes(args.idle_minutes)
+    except ValueError as e:
+        return _fail(e, lang)
     try:
         target = chat_target.resolve(args.target)
         if args.base and not target.has_base:
@@ -158,7 +194,8 @@ def cmd_export(args) -> int:
 
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("chat", help=text("cli.chat_help", lang))
-    s.add_argument("target", metavar="RUN_OR_MODEL", type=path, help=text("cli.chat_target_help", lang))
+    s.add_argument("target", metavar="RUN_OR_MODEL", type=path, nargs="?", help=text("cli.chat_target_help", lang))
+    s.add_argument("--unload", action="store_true", help=text("cli.chat_unload_help", lang))
     s.add_argument("--base", action="store_true", help=text("cli.chat_base_help", lang))
     s.add_argument("--prompt", help=text("cli.chat_prompt_help", lang))
     s.add_argument("--system", help=text("cli.chat_system_help", lang))
@@ -170,7 +207,7 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-prompt-tokens", type=int, default=0, help=text("cli.chat_max_prompt_help", lang))
-    s.add_argument("--idle-minutes", type=float, default=chat_client.IDLE_S / 60, help=text("cli.chat_idle_help", lang))
+    s.add_argument("--idle-minutes", default=chat_settings.IDLE_MINUTES, help=text("cli.chat_idle_help", lang))
     s.add_argument("--json", action="store_true", help=text("cli.chat_json_help", lang))
     s.set_defaults(fn=cmd_chat)
     s = sub.add_parser("export", help=text("cli.export_help", lang))

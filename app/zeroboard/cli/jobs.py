@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from .. import files, planner, workspace
-from ..job import command, lfcompat, spec as specmod
+from ..job import cmdline, command, devices, lfcompat, spec as specmod
 from ..planner import report
+from ..runs import probes
 from ..runs.launch import prepare_launch
 from ..words import default_lang, text, tr
 from .args import path
@@ -60,14 +61,14 @@ def cmd_preview(args) -> int:
     if args.json:
         print(json.dumps(cmd.to_dict(), indent=2, ensure_ascii=False))
         return 0
-    lang = default_lang()
-    print(text("cli.run_from", lang, cwd=cmd.cwd))
+    lang, full = default_lang(), args.full_paths
+    print(cmdline.run_from(cmd.cwd, lang, full))
     if cmd.deepspeed_config:
-        print(text("cli.ds_config", lang, path=cmd.deepspeed_config))
+        print(text("cli.ds_config", lang, path=cmdline.shown_arg(cmd.deepspeed_config, full)))
     if cmd.script is not None:  # a Slurm job: the script, then the line that submits it
-        print(text("cli.sbatch_script", lang, path=cmd.argv[-1]))
+        print(text("cli.sbatch_script", lang, path=cmdline.shown_arg(cmd.argv[-1], full)))
         print(cmd.script)
-    print(cmd.shell())
+    print(cmdline.text(cmd.env, cmd.argv, full))
     return 0
 
 
@@ -78,6 +79,29 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def progress(lang: str):
+    """The probe phase's lines on stderr: each setting as it starts, then what it measured."""
+    def say_it(i, n, choice, probe, left):
+        name = report.choice_label(choice, lang, batch=False)
+        if probe is None:
+            line = text("plan.probe.progress", lang, setting=name, mb=choice.micro_batch, acc=choice.accumulation, i=i,
+                        n=n, left=round(max(0.0, left)))
+        else:
+            line = text("plan.probe.done", lang, setting=name, mb=choice.micro_batch, acc=choice.accumulation,
+                        result=tr(probes.result_words(probe), lang))
+        print(line, file=sys.stderr, flush=True)
+    return say_it
+
+
+def traced(call, lang: str):
+    """``call(trace)`` from the kept trace, or tracing the model's own code first (once, with a word on stderr)."""
+    try:
+        return call("cache")
+    except planner.traces.NotTraced:
+        print(text("plan.trace_waiting", lang), file=sys.stderr, flush=True)
+        return call("wait")
+
+
 def cmd_plan(args) -> int:
     """Exit status: 0 fits (or no device to compare with), 1 does not fit, 2 the job or model cannot be planned."""
     job = load(args)
@@ -85,21 +109,23 @@ def cmd_plan(args) -> int:
         return 2
     lang = args.lang or default_lang()
     try:
-        plan = planner.estimate(job)
-        choices = planner.fit(job) if args.fit else None
+        plan = traced(lambda trace: planner.estimate(job, trace=trace), lang)
+        fitted = traced(lambda trace: probes.fit_measured(job, devices.detect_gpus(), args.probe_budget,
+                                                         progress(lang), trace), lang) if args.fit else None
     except planner.PlanError as e:
         print(text("cli.plan_error", lang, why=tr(e.args[0], lang)), file=sys.stderr)
         return 2
-    if choices is not None:
+    if fitted is not None:
+        choices, measured, pick, source = fitted
         fitting = [c for c in choices if c.fits is not False]
         if args.json:
             print(json.dumps([{**c.overrides(), "peak_bytes": c.plan.peak_bytes, "needed_bytes": c.plan.needed_bytes,
                                "fits": c.fits, "tight": c.tight, "step_s": round(c.step_s, 4),
-                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly}
-                              for c in choices],
+                               "tokens_per_s": round(c.tokens_per_s), "mostly": c.mostly,
+                               "measured": str((measured or {}).get(id(c), "")) or None} for c in choices],
                              indent=2))
         else:
-            print(report.fit_markdown(choices, lang).replace("**", ""))
+            print(report.fit_markdown(choices, lang, measured=measured, pick=pick, source=source).replace("**", ""))
         return 0 if fitting else 1
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else report.plain(plan, lang))
     return 1 if plan.fits is False else 0
@@ -136,6 +162,7 @@ def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("preview", help=text("cli.preview_help", lang))
     job_arguments(s, lang)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--full-paths", action="store_true", help=text("cli.full_paths_help", lang))
     s.set_defaults(fn=cmd_preview)
     s = sub.add_parser("validate", help=text("cli.validate_help", lang))
     job_arguments(s, lang)
@@ -145,6 +172,8 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--json", action="store_true")
     s.add_argument("--lang", choices=["en", "zh"], help=text("cli.lang_help", lang))
     s.add_argument("--fit", action="store_true", help=text("cli.fit_help", lang))
+    s.add_argument("--probe-budget", type=float, default=probes.BUDGET_S, metavar="SECONDS",
+                   help=text("cli.probe_budget_help", lang, s=probes.BUDGET_S))
     s.set_defaults(fn=cmd_plan)
     s = sub.add_parser("convert-lf", help=text("lf.convert_help", lang))
     s.add_argument("file", help=text("lf.convert_file_help", lang))

@@ -61,6 +61,8 @@ def cmd_merge(args) -> int:
     print(json.dumps(info, indent=2) if args.json else
           text("cli.merged", lang, path=info["path"], base=info["base_model"], adapter=info["adapter"],
                n=f"{info['parameters']:,}"))
+    if info.get("note") and not args.json:
+        print(tr(info["note"], lang), file=sys.stderr)
     return 0
 
 

@@ -32,13 +32,6 @@ def _size(n: int | None) -> str:
     return "-" if not n else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _dur(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
 def _num(x: float | None, fmt: str = ".4f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -93,7 +86,7 @@ def cmd_list(args) -> int:
              f"LoRA r{s.lora_rank}" if s.lora_rank else s.method or "-", _setting(s),
              f"cpu x{len(s.devices) or 1}" if s.device_kind == "cpu" else "GPU " + ",".join(map(str, s.devices)),
              f"{s.step if s.step is not None else '-'}/{s.total_steps or '?'}", _num(s.loss), _num(s.eval_loss),
-             _num(s.tokens_per_sec, ",.0f"), _size(max(s.peaks) if s.peaks else None), _dur(s.duration(now)),
+             _num(s.tokens_per_sec, ",.0f"), _size(max(s.peaks) if s.peaks else None), summary.duration_text(s, lang, now),
              time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "-"] for s in shown]
     head = headers("runs", lang)
     if rows:

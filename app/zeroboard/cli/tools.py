@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .. import workspace
 from ..data.demo import write_demo_data
 from ..job import presets
 from ..job.placement import cache_dir
-from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL
+from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL, LESSON_MODEL
 from ..words import default_lang, text
 from .args import path
 
@@ -18,15 +19,17 @@ SCREENSHOT_TOOL = Path("tools") / "screenshots.py"  # in a source checkout; it n
 
 
 def cmd_demo_model(args) -> int:
-    from ..training.demo_model import build_demo_model
+    from ..training.demo_model import build_demo_model, build_lesson_model
 
     lang = default_lang()
     write_demo_data(args.data_dir)
-    if Path(args.model_dir, "config.json").is_file() and not args.force:
-        print(text("cli.demo_there", lang, path=args.model_dir))
+    model_dir = args.model_dir or (LESSON_MODEL if args.lesson else DEMO_MODEL)
+    if Path(model_dir, "config.json").is_file() and not args.force:
+        print(text("cli.demo_there", lang, path=model_dir))
         return 0
-    out = build_demo_model(args.model_dir, args.data_dir)
-    print(text("cli.demo_built", lang, path=str(out)))
+    started = time.monotonic()
+    out = (build_lesson_model if args.lesson else build_demo_model)(model_dir, args.data_dir)
+    print(text("cli.demo_built", lang, path=str(out), seconds=f"{time.monotonic() - started:.0f}"))
     return 0
 
 
@@ -64,9 +67,10 @@ def cmd_screenshots(args) -> int:
 
 def add_commands(sub, lang: str) -> None:
     s = sub.add_parser("demo-model", help=text("cli.demo_help", lang))
-    s.add_argument("--model-dir", default=DEMO_MODEL, type=path)
+    s.add_argument("--model-dir", default=None, type=path)
     s.add_argument("--data-dir", default=DEMO_DATA_DIR, type=path)
     s.add_argument("--force", action="store_true")
+    s.add_argument("--lesson", action="store_true", help=text("cli.demo_lesson_help", lang, path=LESSON_MODEL))
     s.set_defaults(fn=cmd_demo_model)
     s = sub.add_parser("presets", help=text("cli.presets_help", lang))
     s.add_argument("--dir", default=str(cache_dir()), type=path)

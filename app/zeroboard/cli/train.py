@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .. import workspace
-from ..job import record, trackers
+from ..job import cmdline, record, trackers
 from ..job.registry import RegistryError
 from ..runs import dispatcher, manager as runmgr
 from ..runs.queue import Queue
@@ -104,7 +104,8 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
         if signals.got and not asked:
             asked = True
             name = signal.Signals(signals.got[0]).name
-            term.out(text("cli.stopping", lang, signal=name, run=st.run_dir, grace=round(st.grace_s)), err=True)
+            term.out(text("cli.stopping", lang, signal=name, run=workspace.shown(st.run_dir), grace=round(st.grace_s)),
+                     err=True)
             mgr.abort(st.run_dir)
         current = mgr.state(st.run_dir) or st
         if current.status == "stalled" and current.stall != stalled:
@@ -121,11 +122,20 @@ def follow(mgr: runmgr.JobManager, st: JobState, signals: Signals, term: Termina
                 show(log.read_lines(None))
             for line in held:  # a traceback that was not the stop's: it is the job's own
                 term.out(line.rstrip("\n"))
-            term.out(text("cli.ended", lang, status=text(f"status.{current.status}", lang),
-                          message=tr(current.message, lang)), err=True)
+            term.out(ended(current, lang), err=True)
             return exit_status(current, signals)
         signals.event.wait(POLL_S)
         signals.event.clear()
+
+
+def ended(st: JobState, lang: str) -> str:
+    """How a run ended, in one line: its status, and its message where that says more ("aborted", not
+    "aborted: aborted")."""
+    status = text(f"status.{st.status}", lang)
+    message = str(tr(st.message, lang) or "").strip()
+    if not message or message.rstrip(".。").lower() == status.lower():
+        return status
+    return text("cli.ended", lang, status=status, message=message)
 
 
 def cmd_train(args) -> int:
@@ -141,6 +151,10 @@ def cmd_train(args) -> int:
         except runmgr.Busy as e:
             if not args.queue:
                 term.out(text("cli.busy", lang, why=tr(e.args[0], lang)), err=True)
+                if getattr(e.args[0], "key", "") == "run.busy_chat":  # how to free the devices from here
+                    cmd = prepared.command
+                    where = " --cpu" if cmd.device_kind == "cpu" else " --gpus " + ",".join(map(str, cmd.devices))
+                    term.out(text("cli.busy_chat_hint", lang, where=where), err=True)
                 return 3
             try:
                 st = wait_in_queue(mgr, prepared, signals, term, lang, args.detach)
@@ -153,15 +167,17 @@ def cmd_train(args) -> int:
             term.out(text("cli.not_started", lang, why=tr(e.args[0], lang)), err=True)
             return 1
         cmd = json.loads((Path(st.run_dir) / record.COMMAND_FILE).read_text(encoding="utf-8"))
-        term.out(f"$ {cmd['shell']}", err=True)
+        term.out(cmdline.text(cmd["env"], cmd["argv"]), err=True)  # what runs, first, as preview shows it
         for note in st.notes:
             term.out(text("cli.note", lang, field="master_port", text=tr(note, lang)), err=True)
-        term.out(text("cli.started", lang, run=st.run_dir, pid=st.supervisor_pid or "-"), err=True)
+        run = workspace.shown(st.run_dir)
+        term.out(text("cli.started", lang, run=run, pid=st.supervisor_pid or "-"), err=True)
         for w in trackers.for_job(prepared.spec):
-            term.out(text("cli.tracker", lang, tracker=w.tracker, path=w.path, open=w.open), err=True)
+            term.out(text("cli.tracker", lang, tracker=w.tracker, path=workspace.shown(w.path), open=w.open), err=True)
         if args.detach and not signals.got:
-            term.out(text("cli.detached", lang, run=st.run_dir), err=True)
+            term.out(text("cli.detached", lang, run=run), err=True)
             return 0
+        term.out(text("cli.following", lang), err=True)
         return follow(mgr, st, signals, term, lang)
 
 
@@ -180,7 +196,7 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
     while True:
         if signals.got:
             q.remove(entry.id)
-            term.out(text("cli.queue_cancelled", lang, id=entry.id, output=entry.output), err=True)
+            term.out(text("cli.queue_cancelled", lang, id=entry.id, output=workspace.shown(entry.output)), err=True)
             return None
         dispatcher.revive(q)  # its dispatcher killed meanwhile: this wait is a look at the queue too
         now = next((e for e in q.entries() if e.id == entry.id), None)
@@ -191,7 +207,7 @@ def wait_in_queue(mgr: runmgr.JobManager, prepared, signals: Signals, term: Term
         if now is None:
             st = mgr.state(entry.output)
             if st is not None and (st.started or 0) >= entry.queued - 1:
-                term.out(text("cli.queue_started", lang, run=st.run_dir), err=True)
+                term.out(text("cli.queue_started", lang, run=workspace.shown(st.run_dir)), err=True)
                 return st
         signals.event.wait(1.0)
         signals.event.clear()
@@ -223,9 +239,10 @@ def cmd_stop(args) -> int:
     for run in runs:
         st = mgr.save_and_stop(run) if args.save else mgr.abort(run)
         if st is None or not st.active:
-            print(text("cli.not_running", lang, run=run, status=text(f"status.{st.status}", lang) if st else "-"))
+            print(text("cli.not_running", lang, run=workspace.shown(run), status=text(f"status.{st.status}", lang) if st else "-"))
             continue
-        print(text("cli.save_sent", lang, run=run) if args.save else text("cli.stop_sent", lang, run=run, grace=round(st.grace_s)))
+        shown = workspace.shown(run)
+        print(text("cli.save_sent", lang, run=shown) if args.save else text("cli.stop_sent", lang, run=shown, grace=round(st.grace_s)))
         asked.append(run)
     if args.no_wait:
         return 0
@@ -233,7 +250,7 @@ def cmd_stop(args) -> int:
     for run in asked:
         while (st := mgr.state(run)) is not None and st.active:
             time.sleep(POLL_S)
-        print(text("cli.ended", lang, status=text(f"status.{st.status}", lang), message=tr(st.message, lang)))
+        print(ended(st, lang))
         leftover = leftover or bool(st.leftover)
     return 1 if leftover else 0
 

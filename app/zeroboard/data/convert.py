@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..words import say
-from . import tools as toolfmt
+from . import preference, tools as toolfmt
 from .formats import DataError, Message, Skipped
 from .info import DatasetSource, resolve
 from .records import head
@@ -109,7 +109,8 @@ def _system(record: dict, src: DatasetSource) -> str:
     return text_of(record.get(col)) if col else ""
 
 
-def alpaca(record: dict, src: DatasetSource) -> Chat:
+def alpaca(record: dict, src: DatasetSource, answer: str | None = None) -> Chat:
+    """An alpaca record; ``answer``: the column of the answer (a ranking record's chosen), else the response's."""
     conv: list[Message] = []
     system = _system(record, src)
     if system:
@@ -124,14 +125,16 @@ def alpaca(record: dict, src: DatasetSource) -> Chat:
     parts = [text_of(record.get(_column(src, key, default))) for key, default in (("prompt", "instruction"),
                                                                                   ("query", "input"))]
     conv.append({"role": "user", "content": "\n".join(p for p in parts if p)})
-    response = record.get(_column(src, "response", "output"))
+    col = answer or _column(src, "response", "output")
+    response = record.get(col)
     if response is None or (isinstance(response, float) and math.isnan(response)):  # LLaMA-Factory: no response
-        raise Skipped(say("data.skip_no_response", column=_column(src, "response", "output")))
+        raise Skipped(say("data.skip_no_response", column=col))
     conv.append({"role": "assistant", "content": text_of(response)})
     return Chat(conv, _tools(record, src))
 
 
-def sharegpt(record: dict, src: DatasetSource) -> Chat:
+def sharegpt(record: dict, src: DatasetSource, prompt_only: bool = False) -> Chat:
+    """A sharegpt (or OpenAI-style) record; ``prompt_only``: the conversation before a ranking record's answers."""
     base = OPENAI_TAGS if src.formatting == "openai" else SHAREGPT_TAGS
     tags = {**base, **src.tags}
     col = _column(src, "messages", "messages" if src.formatting == "openai" else "conversations")
@@ -166,21 +169,26 @@ def sharegpt(record: dict, src: DatasetSource) -> Chat:
                          "tool_calls": _calls([c.get("function", c) for c in t["tool_calls"]], i)})
         else:
             conv.append({"role": role, "content": text_of(content)})
-    alternating(conv)
+    alternating(conv, prompt_last=prompt_only)
     system = _system(record, src)
     if system and not (conv and conv[0]["role"] == "system"):  # a system turn of its own wins, as in LLaMA-Factory
         conv.insert(0, {"role": "system", "content": system})
     return Chat(conv, _tools(record, src))
 
 
-def alternating(conv: list[Message]) -> None:
+def alternating(conv: list[Message], prompt_last: bool = False) -> None:
     """LLaMA-Factory's rule for a conversation (after a first system message): prompt turns (user, a tool's result)
-    and answers (the assistant's, function calls) take turns, a prompt first, an answer last; else Skipped."""
+    and answers (the assistant's, function calls) take turns, a prompt first, an answer last (``prompt_last``: a
+    prompt last, the conversation before a ranking record's answers); else Skipped."""
     turns = conv[1:] if conv and conv[0]["role"] == "system" else conv
     for i, m in enumerate(turns):
         if (m["role"] == "assistant") != (i % 2 == 1):
             first = say("data.skip_answer_first") if i == 0 else say("data.skip_same_role", i=i, role=m["role"])
             raise Skipped(first)
+    if prompt_last:
+        if len(turns) % 2 != 1:
+            raise Skipped(say("data.pair_prompt_turns", n=len(turns)))
+        return
     if len(turns) % 2:
         raise Skipped(say("data.skip_no_answer_last", n=len(turns)))
     if not turns:
@@ -196,7 +204,11 @@ def chat_of(record: dict, src: DatasetSource, formatting: str | None = None) -> 
         if media:
             raise DataError(say("data.record_media", keys=", ".join(media)))
     fmt = formatting or (src.formatting if src.formatting != "auto" else detect_format(record))
-    return alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
+    if src.preference == "pairwise":  # the chosen answer's chat, the rejected answer in extra
+        return preference.pair(record, src, fmt, lambda col: alpaca(record, src, col) if fmt == "alpaca"
+                               else sharegpt(record, src, prompt_only=True))
+    chat = alpaca(record, src) if fmt == "alpaca" else sharegpt(record, src)
+    return preference.tagged(record, src, chat) if src.preference == "kto" else chat
 
 
 def chats(src: DatasetSource, records: list[dict], first: int = 0, skipped: list | None = None) -> list[Chat]:

@@ -1,4 +1,5 @@
-"""The built-in offline demo's data: a few hundred short instruction / answer pairs ZeroBoard writes itself.
+"""The built-in offline demo's data: a few hundred short instruction / answer pairs ZeroBoard writes itself, and the
+identity set as preferences (``demo_pref``: chosen / rejected pairs; ``demo_kto``: answers tagged good or bad).
 
 No hub: ``write_demo_data`` writes them with their dataset_info.json, including
 an identity set whose answer is fixed, so a reader can see that fine-tuning
@@ -70,6 +71,32 @@ def alpaca_records(seed: int = 0) -> list[dict]:
     return recs
 
 
+# wrong answers to the identity questions: what preference tuning teaches the model not to say
+WRONG_IDENTITY_EN = ["I am a search engine.", "I am a weather station.", "I do not have a name.",
+                     "I am a calculator that only adds numbers."]
+WRONG_IDENTITY_ZH = ["我是一个搜索引擎。", "我是一个气象站。", "我没有名字。", "我是一个只会做加法的计算器。"]
+
+
+def preference_records() -> list[dict]:
+    """Identity preferences (alpaca, ``ranking: true``): chosen the demo's identity answer, rejected a wrong one."""
+    out = []
+    for questions, answer, wrong in ((IDENTITY_QUESTIONS_EN, IDENTITY_ANSWER_EN, WRONG_IDENTITY_EN),
+                                     (IDENTITY_QUESTIONS_ZH, IDENTITY_ANSWER_ZH, WRONG_IDENTITY_ZH)):
+        out += [{"instruction": q, "input": "", "chosen": answer, "rejected": wrong[i % len(wrong)]}
+                for i, q in enumerate(questions)]
+    return out
+
+
+def kto_records() -> list[dict]:
+    """The same as answers tagged good or bad (``kto_tag``): each question once with its identity answer (true),
+    once with a wrong one (false)."""
+    out = []
+    for r in preference_records():
+        out += [{"instruction": r["instruction"], "input": "", "output": r["chosen"], "label": True},
+                {"instruction": r["instruction"], "input": "", "output": r["rejected"], "label": False}]
+    return out
+
+
 def sharegpt_records() -> list[dict]:
     recs = []
     for a, b in OPPOSITES[:12]:
@@ -90,10 +117,16 @@ def write_demo_data(data_dir: str | Path) -> Path:
         "identity.json": json.dumps(identity_records(), ensure_ascii=False, indent=1),
         "demo_alpaca.json": json.dumps(alpaca_records(), ensure_ascii=False, indent=1),
         "demo_sharegpt.jsonl": "\n".join(json.dumps(r, ensure_ascii=False) for r in sharegpt_records()) + "\n",
+        "demo_pref.json": json.dumps(preference_records(), ensure_ascii=False, indent=1),
+        "demo_kto.json": json.dumps(kto_records(), ensure_ascii=False, indent=1),
         "dataset_info.json": json.dumps({
             "identity": {"file_name": "identity.json", "formatting": "alpaca"},
             "demo_alpaca": {"file_name": "demo_alpaca.json", "formatting": "alpaca"},
             "demo_sharegpt": {"file_name": "demo_sharegpt.jsonl", "formatting": "sharegpt"},
+            "demo_pref": {"file_name": "demo_pref.json", "formatting": "alpaca", "ranking": True,
+                          "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}},
+            "demo_kto": {"file_name": "demo_kto.json", "formatting": "alpaca",  # every column named, as LLaMA-Factory
+                         "columns": {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}},
         }, indent=2),
     }
     for name, text in files.items():

@@ -8,14 +8,17 @@ but one of ``file_name`` / ``hf_hub_url`` / ``ms_hub_url`` / ``script_url``)::
     "mine": {"file_name": "mine.json" | "a_folder",
              "formatting": "alpaca" | "sharegpt" | "openai",
              "columns": {"prompt": ..., "query": ..., "response": ..., "history": ...,
-                         "messages": ..., "system": ..., "tools": ...},
+                         "messages": ..., "system": ..., "tools": ...,
+                         "chosen": ..., "rejected": ..., "kto_tag": ...},
              "tags": {"role_tag": ..., "content_tag": ..., "user_tag": ..., "assistant_tag": ...,
                       "observation_tag": ..., "function_tag": ..., "system_tag": ...},
-             "subset": ..., "split": "train", "folder": ..., "num_samples": 1000}
+             "subset": ..., "split": "train", "folder": ..., "num_samples": 1000, "ranking": true}
 
-Keys LLaMA-Factory knows that supervised fine-tuning has no use for (ranking,
-images, ...) and keys nobody knows are collected in ``DatasetSource.unknown``
-so the checks can name them in a warning.
+Preference data as LLaMA-Factory has it: ``ranking: true`` with a chosen and a rejected answer per prompt (alpaca:
+two text columns; sharegpt: two messages beside the conversation) is ``pairwise``; a ``kto_tag`` column (true: a
+good answer, false: a bad one) is ``kto`` (:attr:`DatasetSource.preference`).  Which training stage takes which
+is :func:`stage_problem`'s rule.  Keys LLaMA-Factory knows that a text model has no use for (images, ...) and keys
+nobody knows are collected in ``DatasetSource.unknown`` so the checks can name them in a warning.
 """
 
 from __future__ import annotations
@@ -33,14 +36,15 @@ FORMATTINGS = ("alpaca", "sharegpt", "openai")
 COLUMNS = ("prompt", "query", "response", "history", "messages", "system", "tools")
 TAGS = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag")
 ENTRY_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "script_url", "formatting", "columns", "tags", "subset", "split",
-              "folder", "num_samples")
-# LLaMA-Factory keys for other training stages or inputs: read, then named as not used here
-NOT_FOR_SFT = ("ranking", "cloud_file_name", "om_hub_url", "images", "videos", "audios", "chosen", "rejected", "kto_tag")
-# ...of which these make a dataset one that text-only supervised fine-tuning cannot train on as meant (LLaMA-Factory
-# refuses them too): media a text model would learn as the placeholder's letters, pairs meant for preference training
+              "folder", "num_samples", "ranking")
+# LLaMA-Factory keys for other inputs: read, then named as not used here
+NOT_FOR_SFT = ("cloud_file_name", "om_hub_url", "images", "videos", "audios")
+# ...of which these make a dataset one that a text-only fine-tune cannot train on as meant (LLaMA-Factory refuses
+# them too): media a text model would learn as the placeholder's letters
 MEDIA = ("images", "videos", "audios")
 PREFERENCE = ("chosen", "rejected", "kto_tag")
-REFUSED_FOR_SFT = MEDIA + PREFERENCE
+REFUSED_FOR_SFT = MEDIA
+PAIRWISE_STAGES = ("dpo", "orpo", "simpo")  # training stages that learn from a chosen and a rejected answer
 
 
 @dataclass
@@ -60,6 +64,12 @@ class DatasetSource:
     folder: str | None = None
     num_samples: int | None = None
     unknown: list[str] = field(default_factory=list)  # keys of the entry this tool does not use
+    ranking: bool = False  # pairs of a chosen and a rejected answer (LLaMA-Factory's ranking: true)
+
+    @property
+    def preference(self) -> str:
+        """``pairwise`` (ranking: true), ``kto`` (a kto_tag column) or ``""`` (one answer per prompt: SFT data)."""
+        return "pairwise" if self.ranking else "kto" if "kto_tag" in self.columns else ""
 
     @property
     def where(self) -> str:
@@ -72,7 +82,7 @@ class DatasetSource:
         """What identifies the data, for a cache key: files with their size and time, or the hub names."""
         out = {"name": self.name, "load_from": self.load_from, "formatting": self.formatting, "columns": self.columns,
                "tags": self.tags, "subset": self.subset, "split": self.split, "folder": self.folder,
-               "num_samples": self.num_samples, "hub": self.hub}
+               "num_samples": self.num_samples, "hub": self.hub, "ranking": self.ranking}
         if self.load_from == "file":
             out["files"] = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in self.files]
         return out
@@ -169,15 +179,18 @@ def _mapping(entry: dict, key: str, known: tuple[str, ...], info: Path, name: st
 
 def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSource:
     unknown = [k for k in entry if k not in ENTRY_KEYS]
-    columns = _mapping(entry, "columns", COLUMNS + NOT_FOR_SFT, info, name, unknown)
-    preference = (["ranking"] if entry.get("ranking") else []) + [f"columns.{k}" for k in columns if k in PREFERENCE]
-    if preference:
-        raise DataError(say("data.not_sft_pref", name=name, keys=", ".join(preference), info=str(info)))
+    columns = _mapping(entry, "columns", COLUMNS + PREFERENCE + NOT_FOR_SFT, info, name, unknown)
     media = [k for k in columns if k in MEDIA]
     if media:
         raise DataError(say("data.not_sft", name=name, keys=", ".join(f"columns.{k}" for k in media), info=str(info)))
     unknown += [f"columns.{k}" for k in columns if k in NOT_FOR_SFT]
-    columns = {k: v for k, v in columns.items() if k in COLUMNS}
+    columns = {k: v for k, v in columns.items() if k in COLUMNS + PREFERENCE}
+    ranking = entry.get("ranking", False)
+    if not isinstance(ranking, bool):
+        raise DataError(say("data.entry_field", info=str(info), name=name, field="ranking"))
+    if not ranking:  # LLaMA-Factory reads chosen / rejected only with ranking: true (named as unused)
+        unknown += [f"columns.{k}" for k in ("chosen", "rejected") if k in columns]
+        columns = {k: v for k, v in columns.items() if k not in ("chosen", "rejected")}
     tags = _mapping(entry, "tags", TAGS, info, name, unknown)
     formatting = entry.get("formatting")
     if formatting is None:  # LLaMA-Factory's default is alpaca; a mapped messages column says sharegpt
@@ -188,7 +201,8 @@ def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSour
     if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
         raise DataError(say("data.entry_field", info=str(info), name=name, field="num_samples"))
     common = dict(formatting=formatting, columns=columns, tags=tags, subset=entry.get("subset"),
-                  split=str(entry.get("split") or "train"), folder=entry.get("folder"), num_samples=num, unknown=unknown)
+                  split=str(entry.get("split") or "train"), folder=entry.get("folder"), num_samples=num, unknown=unknown,
+                  ranking=ranking)
     for key, load_from in (("hf_hub_url", "hf_hub"), ("ms_hub_url", "ms_hub")):
         if entry.get(key):
             return DatasetSource(name, load_from, hub=str(entry[key]), **common)
@@ -200,3 +214,16 @@ def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSour
         raise DataError(say("data.no_file_name", info=str(info), name=name))
     files, kind = data_files(dataset_dir / str(file_name), name)
     return DatasetSource(name, "file", files, kind, **common)
+
+
+def stage_problem(src: DatasetSource, stage: str):
+    """Why a training stage cannot learn from this dataset (a catalog Msg), or None: SFT takes one answer per prompt,
+    dpo/orpo/simpo a chosen and a rejected answer (``ranking: true``), kto answers tagged good or bad (``kto_tag``)."""
+    kind = src.preference
+    if stage == "sft" and kind:
+        return say("data.not_sft_pref", name=src.name, kind=kind)
+    if stage in PAIRWISE_STAGES and kind != "pairwise":
+        return say("data.not_pairwise", name=src.name, stage=stage, kind=kind or "sft")
+    if stage == "kto" and kind != "kto":
+        return say("data.not_kto", name=src.name, kind=kind or "sft")
+    return None

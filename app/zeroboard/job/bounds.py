@@ -40,6 +40,9 @@ BOUNDS: dict[str, Bound] = {
     "cutoff_len": Bound(8, 1_048_576, "check.cutoff_range", "check.cutoff_range"),
     "lora_rank": Bound(1, 65536, high_key="bound.lora"),
     "lora_alpha": Bound(1, 65536, high_key="bound.lora_alpha"),
+    "pref_beta": Bound(0, 100, "bound.pref_beta", "bound.pref_beta", low_open=True),
+    "pref_ftx": Bound(0, 100, "check.not_negative", "bound.pref_weight"),
+    "simpo_gamma": Bound(0, 100, "check.not_negative", "bound.pref_weight"),
     # worker processes: above this machine's cores a note and a clamp (checks._check_workers: the file may be meant for
     # a cluster node); above 256, no machine's
     "preprocessing_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),

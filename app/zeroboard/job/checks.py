@@ -16,10 +16,10 @@ from .. import workspace
 from ..data import info as datainfo, records as datarecords, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
-from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, samples, slurm, trackers
+from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, prefchecks, samples, slurm, trackers
 from .placement import Placement, place
 from .ports import port_is_free
-from .spec import DEMO_DATA_DIR, DEMO_MODEL, JobSpec, owned_arguments
+from .spec import DEMO_DATA_DIR, DEMO_MODEL, LESSON_MODEL, JobSpec, owned_arguments
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -55,7 +55,8 @@ class Report:
 
 
 def is_demo_model(path: str) -> bool:
-    return Path(path).resolve() == Path(DEMO_MODEL).resolve()
+    """Whether ``path`` is a model ZeroBoard builds itself on first use (the demo's or the lesson's)."""
+    return Path(path).resolve() in (Path(DEMO_MODEL).resolve(), Path(LESSON_MODEL).resolve())
 
 
 def is_demo_data(path: str) -> bool:
@@ -150,6 +151,9 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
                 src = datainfo.resolve(name, spec.dataset_dir)
             except DataError as e:
                 r.errors[name_field] = e.args[0]
+                return None
+            if (unfit := datainfo.stage_problem(src, spec.training_stage)) is not None:  # pairs, tags, or one answer
+                r.errors[name_field] = unfit
                 return None
             if src.unknown:
                 r.warnings.setdefault(name_field, say("data.unknown_keys", name=name, keys=", ".join(src.unknown)))
@@ -419,6 +423,7 @@ def validate(spec: JobSpec, gpus: list[devices.Gpu] | None = None, where: Placem
     _check_deepspeed(spec, where, r)
     _check_batch(spec, where, records, r)
     _check_speed(spec, where, model_dir, r)
+    prefchecks.check(spec, where, r.errors)
     _check_tracker(spec, r)
     _check_extra(spec, r)
     return r

@@ -208,7 +208,7 @@ def check_and_build(spec: JobSpec, gpus: list[devices.Gpu] | None = None, port: 
         if where.deepspeed and where.ds_config is not None:
             values = dstune.for_run(where.ds_config, where.ds_path, where.world_size, spec.model_name_or_path,
                                     spec.gradient_checkpointing, spec.finetuning_type == "lora", spec.lora_rank,
-                                    spec.lora_target)[1]
+                                    spec.lora_target, device=where.kind)[1]
             if values:
                 report.warnings.setdefault("deepspeed", dstune.note(values))
     return Prepared(spec, report, cmd, preset_report, where)

@@ -50,6 +50,19 @@ gathered after every optimizer step, one call each (``stage3._post_step`` -> ``I
 ``all_gather_into_tensor`` per parameter), where a partitioned adapter rides along in its layer's coalesced gather:
 36 against 12 all-gather calls a step on CPU, the same bytes; with offload 47 against 23.
 
+Several CPU processes (the host's memory is every rank's device memory; gloo, no streams to overlap):
+
+- ZeRO-2: ``reduce_bucket_size`` and ``allgather_bucket_size`` = H² (the hidden size squared, what the Trainer's
+  "auto" gives ZeRO-3's bucket). The presets' 5e8 elements are sized for models of billions of parameters; on a
+  smaller model one bucket holds every gradient, and reducing it copies them all once more (its flattened copy and
+  the partition it is copied into): measured on two CPU processes, a 104 M model's stage-2 peak lay above the
+  unsplit run's. Gradients then live as the partition the course's 2Ψ+14Ψ/N counts, plus one small bucket.
+- ZeRO-3: ``stage3_max_live_parameters`` and ``stage3_max_reuse_distance`` = 0. The presets' 1e9 keep a gathered
+  parameter until a billion others have been used: on a smaller model every layer gathered in the forward pass
+  stays whole until its backward, and the rank holds the whole model again on top of its shard. At 0 each layer's
+  weights are released once used and gathered again for the backward pass, as 16Ψ/N assumes.
+- LoRA's values above apply there too, on top (its gradients are the adapters alone).
+
 ``ZEROBOARD_DS_TUNING=off`` in the environment runs every preset exactly as written.
 """
 
@@ -112,23 +125,24 @@ def first_layer_numel(shapes: dict[str, list[int]]) -> int | None:
 
 
 def chosen(stage: str, offload: bool, world: int, model: Facts, checkpointing: bool = False,
-           lora: bool = False) -> dict[str, Any]:
+           lora: bool = False, device: str = "cuda", hidden: int | None = None) -> dict[str, Any]:
     """zero_optimization values for this placement and model (empty: the preset as written); the module docstring
-    says why each."""
+    says why each. ``device`` "cpu" with several ranks: :func:`on_host`'s values, LoRA's on top."""
     if stage not in ("2", "3"):
         return {}
     one = world == 1 and not offload
     out: dict[str, Any] = {"overlap_comm": False} if one else {}
     if lora and model.lora_numel:
         out["reduce_bucket_size"] = model.lora_numel
-    if stage == "2":
-        return out
-    if one:
-        out["stage3_param_persistence_threshold"] = model.params or UNKNOWN_PARAMS
-    if lora and not one and not offload and model.layer_params:
-        out["stage3_prefetch_bucket_size"] = model.layer_params
-    if model.layer_class and not checkpointing and not offload and (one or lora):
-        out["leaf_module"] = {"classes": [model.layer_class]}
+    if stage == "3":
+        if one:
+            out["stage3_param_persistence_threshold"] = model.params or UNKNOWN_PARAMS
+        if lora and not one and not offload and model.layer_params:
+            out["stage3_prefetch_bucket_size"] = model.layer_params
+        if model.layer_class and not checkpointing and not offload and (one or lora):
+            out["leaf_module"] = {"classes": [model.layer_class]}
+    if device == "cpu" and world > 1:  # several ranks in one host's memory (issue 33); out here holds LoRA's values only
+        return {**on_host(stage, hidden), **out}
     return out
 
 
@@ -138,6 +152,23 @@ def needs_input_grads(config: dict | None, lora: bool) -> bool:
     zero = (config or {}).get("zero_optimization") or {}
     leaf = zero.get("leaf_module") if isinstance(zero, dict) else None
     return lora and str(zero.get("stage")) == "3" and isinstance(leaf, dict) and any(leaf.get(k) for k in leaf)
+
+
+def on_host(stage: str, hidden: int | None) -> dict[str, Any]:
+    """Several CPU processes: buckets of the model's size, and ZeRO-3's weights released once used (with offload too,
+    which on CPU processes moves the states from host memory to host memory)."""
+    if stage == "2":
+        return {"reduce_bucket_size": hidden * hidden, "allgather_bucket_size": hidden * hidden} if hidden else {}
+    if stage == "3":
+        return {"stage3_max_live_parameters": 0, "stage3_max_reuse_distance": 0}
+    return {}
+
+
+def hidden_size(model_dir: str) -> int | None:
+    """The model's hidden size from its config.json (None when it cannot be read)."""
+    cfg = modelinfo.model_config(Path(model_dir)) or {}
+    value = cfg.get("hidden_size", (cfg.get("text_config") or {}).get("hidden_size"))
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def decoder_layer_class(model_dir: str) -> str | None:
@@ -160,16 +191,18 @@ def is_preset(path: str | None) -> bool:
 
 
 def for_run(config: dict, path: str | None, world: int, model_dir: str, checkpointing: bool = False,
-            lora: bool = False, lora_rank: int = 16, lora_target: Sequence[str] = ("all",)) -> tuple[dict, dict[str, Any]]:
+            lora: bool = False, lora_rank: int = 16, lora_target: Sequence[str] = ("all",), device: str = "cuda"
+            ) -> tuple[dict, dict[str, Any]]:
     """The config a run uses, and the values ZeroBoard set in it. A key is set only where the file still holds the
-    preset's own value (or "auto"): a hand edit wins."""
+    preset's own value (or "auto"): a hand edit wins. ``device``: where the ranks run ("cuda" or "cpu")."""
     if not is_preset(path) or os.environ.get(TUNING_ENV, "").strip().lower() == "off":
         return config, {}
     stage, off_opt, off_par = placement.zero_setting(config)
     zero = config.get("zero_optimization") or {}
     default = presets.preset(stage, off_opt).get("zero_optimization", {}) if stage in ("2", "3") else {}
+    on_cpu = device == "cpu" and world > 1
     picked = chosen(stage, off_opt or off_par, world, facts(model_dir, lora_rank if lora else None, lora_target),
-                    checkpointing, lora)
+                    checkpointing, lora, device, hidden_size(model_dir) if on_cpu else None)
     values = {k: v for k, v in picked.items() if zero.get(k, default.get(k)) in (default.get(k), "auto")}
     if not values:
         return config, {}

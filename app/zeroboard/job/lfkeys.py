@@ -12,7 +12,7 @@ fine-tuning, training and generating arguments) becomes here:
   list goes the same way (``optim``, ``adam_beta2``, ...); the checks then read it as they read ``extra_args``;
 - ``no-op``: accepted; a one-line note says why nothing changes when the value would have done something there
   (``plot_loss: true``: ZeroBoard draws the loss on its Runs page);
-- ``refused``: named with the reason (``stage: dpo``: a stage ZeroBoard does not train yet; a switch such as
+- ``refused``: named with the reason (``stage: rm``: a stage ZeroBoard does not train; a switch such as
   ``use_dora: true`` that has no equivalent here).  A switch left off is LLaMA-Factory's default: nothing to say.
 
 A key of neither the job, LLaMA-Factory nor TrainingArguments is unknown, with the nearest name of the first two.
@@ -43,8 +43,10 @@ LF_DEFAULTS: dict[str, Any] = {"dataset_dir": "data", "cutoff_len": 2048, "lr_sc
                                "save_steps": 500, "gradient_checkpointing": True}
 
 # the training stages: None where ZeroBoard trains it, else the catalog key saying why not (one edit adds a stage)
-STAGES: dict[str, str | None] = {"sft": None, "pt": "lf.stage_pt", "rm": "lf.stage_pref", "ppo": "lf.stage_ppo",
-                                 "dpo": "lf.stage_pref", "kto": "lf.stage_pref"}
+STAGES: dict[str, str | None] = {"sft": None, "dpo": None, "kto": None, "pt": "lf.stage_pt", "rm": "lf.stage_rm",
+                                 "ppo": "lf.stage_ppo"}
+# LLaMA-Factory trains ORPO and SimPO as stage dpo with that pref_loss; here they are training stages of their own
+LOSS_STAGES = ("orpo", "simpo")
 
 # LLaMA-Factory 0.9.5's template names (src/llamafactory/data/template.py); ours render the same name as it does
 LF_TEMPLATES = frozenset("""
@@ -136,11 +138,22 @@ def _half(kind: str) -> Callable[[Any, dict], Sets | None]:
     return lambda v, _: {"precision": kind} if _bool(v) else None
 
 
-def _stage(value: Any, _: dict) -> None:
+def _stage(value: Any, data: dict) -> Sets:
     if value not in STAGES:
         raise Refused(say("spec.choice", options=", ".join(STAGES), got=shown(value)))
     if STAGES[value] is not None:
         raise Refused(say(STAGES[value], stage=value))
+    if value == "dpo" and data.get("pref_loss") in LOSS_STAGES:
+        return {"training_stage": data["pref_loss"]}
+    return {"training_stage": value}
+
+
+def _pref_loss(value: Any, _: dict) -> Sets | None:
+    if value is None or value in LOSS_STAGES:  # orpo, simpo: the training stage (read with stage: dpo)
+        return None
+    if value == "kto_pair":
+        raise Refused(say("lf.kto_pair"))
+    return {"pref_loss": value}
 
 
 def _do_train(value: Any, _: dict) -> None:
@@ -300,7 +313,9 @@ TABLE: dict[str, Rule] = {
     "interleave_probs": maps("interleave_probs", _probs, "lf.doc_same"),
     "report_to": maps("report_to", _report_to, "lf.doc_report_to"),
     # other names of the job's fields
-    "stage": maps("", _stage, "lf.doc_stage"),
+    "stage": maps("training_stage", _stage, "lf.doc_stage"),
+    "pref_loss": maps("pref_loss", _pref_loss, "lf.doc_pref_loss"),
+    **{n: same(n) for n in ("pref_beta", "pref_ftx", "simpo_gamma", "quantization_bit")},
     "do_train": maps("", _do_train, "lf.doc_do_train"),
     "bf16": maps("precision", _half("bf16"), "lf.doc_bf16"),
     "fp16": maps("precision", _half("fp16"), "lf.doc_fp16"),
@@ -350,10 +365,12 @@ TABLE: dict[str, Rule] = {
     **_each("export_dir export_size export_device export_quantization_bit export_quantization_dataset "
             "export_quantization_nsamples export_quantization_maxlen export_legacy_format export_hub_model_id",
             noop("lf.noop_export")),
-    **_each("pref_beta pref_ftx pref_bco_weight pref_loss dpo_label_smoothing kto_chosen_weight kto_rejected_weight "
-            "simpo_gamma ppo_buffer_size ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards ref_model "
-            "ref_model_adapters ref_model_quantization_bit reward_model reward_model_adapters "
-            "reward_model_quantization_bit reward_model_type ld_alpha", noop("lf.noop_stage")),
+    **_each("ppo_buffer_size ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards reward_model reward_model_adapters "
+            "reward_model_quantization_bit reward_model_type", noop("lf.noop_stage")),
+    # preference tuning's other settings: TRL's defaults here, which are LLaMA-Factory's; another value is refused
+    **_each("pref_bco_weight dpo_label_smoothing", refused("lf.pref_unsupported", _not(0))),
+    **_each("kto_chosen_weight kto_rejected_weight", refused("lf.pref_unsupported", _not(1))),
+    **_each("ld_alpha ref_model ref_model_adapters ref_model_quantization_bit", refused("lf.pref_unsupported")),
     **_each("freeze_trainable_layers freeze_trainable_modules freeze_extra_modules oft_rank oft_block_size oft_target "
             "module_dropout galore_target galore_rank galore_update_interval galore_scale galore_proj_type "
             "galore_layerwise apollo_target apollo_rank apollo_update_interval apollo_scale apollo_proj "
@@ -368,7 +385,6 @@ TABLE: dict[str, Rule] = {
             "profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack profile_modules",
             noop("lf.noop_profiler")),
     # refused: what ZeroBoard cannot do (yet)
-    "quantization_bit": refused("lf.quantization"),
     **_each("hf_hub_token ms_hub_token om_hub_token hub_token swanlab_api_key swanlab_lark_webhook_url "
             "swanlab_lark_secret", refused("lf.token_in_file")),
     "do_predict": refused("lf.predict"),

@@ -157,6 +157,12 @@ def parse(lines: list[str]) -> list[dict]:
     return out
 
 
+def last_loss(events: list[dict]) -> float | None:
+    """The training loss of the last logged step: what the Runs tab and the output check both call a run's train
+    loss (the trainer's ``train_loss`` in result.json is the mean over the whole run, a different number)."""
+    return next((e["loss"] for e in reversed(events) if e.get("event") == "log" and isinstance(e.get("loss"), (int, float))), None)
+
+
 def read_events(path: str | Path) -> list[dict]:
     """All events of a finished or running run."""
     return parse(Tail(Path(path)).read_lines(max_bytes=None))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +26,16 @@ import yaml
 
 from .. import safeload
 from ..words import Msg, help_text as _help, say
-from . import lfcompat, mapping
+from . import lfcompat, mapping, values
 from .mapping import own, trainer
-from .quoting import control_within, refusal
+from .quoting import control_within
+from .values import number, shown, text
 
 FinetuningType = Literal["lora", "full"]
+# sft: supervised; dpo, orpo, simpo (pairs of a chosen and a rejected answer), kto (answers tagged good or bad):
+# preference tuning through TRL's trainers (training.preference)
+TrainingStage = Literal["sft", "dpo", "orpo", "simpo", "kto"]
+PrefLoss = Literal["sigmoid", "hinge", "ipo"]  # DPO's loss, as LLaMA-Factory's pref_loss names it
 Stage = Literal["none", "2", "3"]
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
 Launcher = Literal["torchrun", "deepspeed", "slurm"]
@@ -48,13 +52,12 @@ MasterWeights = Literal["auto", "split", "fp32"]
 Scheduler = Literal["linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"]
 Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "swanlab"]  # each offered when its package is installed
 
-# The longest text a field takes: paths (PATH_MAX is 4096 bytes on Linux), names, the extra arguments' JSON.
-# A longer value is a mistake (a pasted file), refused by name before anything reads it.
-MAX_TEXT = 4096
+MAX_TEXT = values.MAX_TEXT  # the longest text a field takes (job.values)
 MAX_EXTRA_JSON = 64 << 10
 MAX_ITEMS = 1024  # entries of a list field (datasets, GPU ids, LoRA targets)
 
 DEMO_MODEL = "cache/demo/model"
+LESSON_MODEL = "cache/demo/lesson"  # the ZeRO lesson's larger model (examples/lesson_zero.yaml), built as the demo's is
 DEMO_DATA_DIR = "cache/demo/data"
 DEMO_JOB = "examples/demo.yaml"
 
@@ -73,6 +76,8 @@ class JobSpec:
     # --- model -----------------------------------------------------------------
     model_name_or_path: str = _f(DEMO_MODEL, "model", to=own("model"))
     finetuning_type: FinetuningType = _f("lora", "model", to=own("model"))
+    training_stage: TrainingStage = _f("sft", "model", to=own("data", "run"))
+    quantization_bit: int = _f(0, "model", to=own("model"))  # 4 or 8: QLoRA (bitsandbytes); 0: none
     # --- data ------------------------------------------------------------------
     dataset_dir: str = _f(DEMO_DATA_DIR, "data", to=own("data"))
     dataset: list[str] = _f(["identity", "demo_alpaca"], "data", to=own("data"))
@@ -117,6 +122,11 @@ class JobSpec:
     lora_alpha: int = _f(16, "lora", to=own("model"))
     lora_dropout: float = _f(0.0, "lora", to=own("model"))
     lora_target: list[str] = _f(["all"], "lora", to=own("model"))
+    # --- preference tuning (training_stage dpo, orpo, simpo, kto) ---------------
+    pref_beta: float = _f(0.1, "pref", to=own("run"))
+    pref_loss: PrefLoss = _f("sigmoid", "pref", to=own("run"))
+    pref_ftx: float = _f(0.0, "pref", to=own("run"))
+    simpo_gamma: float = _f(0.5, "pref", to=own("run"))
     # --- output ----------------------------------------------------------------
     output_dir: str = _f("runs/demo", "output", to=trainer("output_dir", own="run"))
     resume: bool = _f(False, "output", to=own("run"))
@@ -200,26 +210,6 @@ def _is_list(t: Any) -> bool:
     return typing.get_origin(t) is list
 
 
-def _number(name: str, value: Any, whole: bool) -> int | float:
-    kind = "spec.whole" if whole else "spec.number"
-    if isinstance(value, bool) or isinstance(value, (dict, list)):
-        raise ValueError(say(kind, got=_shown(value)))
-    if isinstance(value, str):
-        try:
-            value = float(value.strip()) if not whole or any(c in value for c in ".eE") else int(value.strip())
-        except ValueError:
-            raise ValueError(say(kind, got=_shown(value))) from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(say("spec.finite", got=_shown(value)))
-    if whole:
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise ValueError(say(kind, got=_shown(value)))
-            value = int(value)
-        return int(value)
-    return float(value)
-
-
 def coerce(name: str, value: Any) -> Any:
     """Turn a value from YAML, a form or a command line into the field's type.
 
@@ -230,7 +220,7 @@ def coerce(name: str, value: Any) -> Any:
     if opts is not None:
         s = str(value).strip() if isinstance(value, (str, int, float)) else None
         if s not in opts:
-            raise ValueError(say("spec.choice", options=", ".join(opts), got=_shown(value)))
+            raise ValueError(say("spec.choice", options=", ".join(opts), got=shown(value)))
         return s
     if t is bool:
         if isinstance(value, bool):
@@ -240,33 +230,33 @@ def coerce(name: str, value: Any) -> Any:
             return True
         if s in ("0", "false", "no", "off", ""):
             return False
-        raise ValueError(say("spec.bool", got=_shown(value)))
+        raise ValueError(say("spec.bool", got=shown(value)))
     if t in (int, float):
-        return _number(name, value, whole=t is int)
+        return number(value, whole=t is int)
     if t is str:
         if value is None:
             return ""
         if isinstance(value, (dict, list)):
-            raise ValueError(say("spec.text", got=_shown(value)))
-        return _text(value)
+            raise ValueError(say("spec.text", got=shown(value)))
+        return text(value)
     if _is_list(t):
         (item,) = typing.get_args(t)
         if value is None:
             return []
         if isinstance(value, str):
-            value = [v for v in (p.strip() for p in _text(value, MAX_TEXT * 4).split(",")) if v]
+            value = [v for v in (p.strip() for p in text(value, MAX_TEXT * 4).split(",")) if v]
         if not isinstance(value, (list, tuple)):
-            raise ValueError(say("spec.list", got=_shown(value)))
+            raise ValueError(say("spec.list", got=shown(value)))
         if len(value) > MAX_ITEMS:
             raise ValueError(say("spec.too_many", n=len(value), limit=MAX_ITEMS))
         if item in (int, float):
             try:
-                return [_number(name, v, whole=item is int) for v in value]
+                return [number(v, whole=item is int) for v in value]
             except ValueError:
-                raise ValueError(say("spec.int_list" if item is int else "spec.number_list", got=_shown(value))) from None
+                raise ValueError(say("spec.int_list" if item is int else "spec.number_list", got=shown(value))) from None
         if any(isinstance(v, (dict, list)) for v in value):
-            raise ValueError(say("spec.list_of_text", got=_shown(value)))
-        return [t for t in (_text(v) for v in value) if t]
+            raise ValueError(say("spec.list_of_text", got=shown(value)))
+        return [t for t in (text(v) for v in value) if t]
     if typing.get_origin(t) is dict:
         if value is None or value == "":
             return {}
@@ -278,7 +268,7 @@ def coerce(name: str, value: Any) -> Any:
             except json.JSONDecodeError as e:
                 raise ValueError(say("spec.json_object", why=e.msg)) from None
         if not isinstance(value, dict):
-            raise ValueError(say("spec.mapping", got=_shown(value)))
+            raise ValueError(say("spec.mapping", got=shown(value)))
         if safeload.depth(value) > 8 or len(json.dumps(value, default=str)) > MAX_EXTRA_JSON:
             raise ValueError(say("safe.value_too_big", limit=f"{MAX_EXTRA_JSON >> 10} KiB"))
         found = control_within(value)  # keys and string values at any depth: names, paths, choices
@@ -286,26 +276,6 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError(say("spec.control_in", key=found[0], char=found[2], pos=found[1]))
         return dict(value)
     raise TypeError(f"unhandled type {t} for {name}")  # pragma: no cover - a schema bug
-
-
-def _text(value: Any, limit: int = MAX_TEXT) -> str:
-    """A scalar as text, refused when longer than ``limit`` characters (before it is stripped or shown)."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > limit:
-        raise ValueError(say("spec.too_long", n=f"{len(text):,}", limit=f"{limit:,}"))
-    text = text.strip()
-    problem = refusal(text)  # every text field is a name, a path or an option: none holds a control character
-    if problem is not None:
-        raise ValueError(problem)
-    return text
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    """A wrong value as a message quotes it: its repr, cut (a pasted megabyte is not echoed back)."""
-    if isinstance(value, (dict, list, tuple)):
-        return f"a {type(value).__name__} of {len(value)} entries"
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def from_dict(data: dict[str, Any], notes: dict[str, Msg] | None = None) -> JobSpec:

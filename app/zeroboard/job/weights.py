@@ -49,8 +49,9 @@ def mode(finetuning: str, precision: str, stage: str, pure_bf16: bool, master_we
 
 def of_job(spec: JobSpec, precision: str, stage: str, world: int) -> str:
     """The mode of a job, given its placement's resolved precision, effective stage and world size."""
+    # a preference stage's trainer (TRL) makes its own optimizer, as a job that names one does
     return mode(spec.finetuning_type, precision, stage, spec.pure_bf16, spec.master_weights,
-                spec.gradient_accumulation_steps, world, "optim" in spec.extra_args)
+                spec.gradient_accumulation_steps, world, "optim" in spec.extra_args or spec.training_stage != "sft")
 
 
 def loads_16bit(m: str) -> bool:

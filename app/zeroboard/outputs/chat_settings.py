@@ -1,5 +1,6 @@
 """A chat request's settings, each bounded, and how large a request may be: one table the page, ``zeroboard chat``
-and the chat worker read.
+and the chat worker read.  The worker's own setting is here too: how long it keeps its model unused
+(:func:`idle_minutes`, the page's "Unload after idle" and ``zeroboard chat --idle-minutes``).
 
 Light (no torch): the client refuses what no worker would take before it sends anything, and the worker checks the
 same table again on what arrives (a request line past :data:`MAX_REQUEST_BYTES` is answered with a refusal, not
@@ -90,3 +91,31 @@ def request_problem(sides: list[dict], settings: dict | None) -> Msg | None:
     if size > MAX_REQUEST_BYTES - 1024:  # the rest of the line: the op, the token, the id
         return say("chat.request_too_big", n=f"{size:,}", limit=f"{MAX_REQUEST_BYTES:,}")
     return None
+
+
+# --- the worker's keep-alive: minutes without a request, then it unloads itself ------------------------------------
+IDLE_MINUTES = 15.0  # the page's and the CLI's default
+MAX_IDLE_MINUTES = 7 * 24 * 60.0  # a week: a worker that never unloads would hold its devices from every job
+
+
+def idle_minutes(value) -> float:
+    """``value`` as the minutes a loaded model may sit unused before its worker unloads it. Raises ValueError with a Msg
+    naming the field: 0 (it would unload before the first question), a negative number (Ollama's "forever": here a
+    worker that never unloads would hold its devices from every training job), more than a week, not a number.
+
+    Any positive number of minutes, fractions too (0.5: 30 s); the clock starts when the model is loaded and again
+    after each answer."""
+    try:
+        x = float(value) if not isinstance(value, bool) and value is not None and str(value).strip() else math.nan
+    except (TypeError, ValueError):
+        x = math.nan
+    bounds = {"got": str(value).strip()[:40] or '""', "high": f"{MAX_IDLE_MINUTES:g}"}  # as typed
+    if not math.isfinite(x):
+        raise ValueError(say("chat.idle_not_a_number", **bounds))
+    if x == 0:
+        raise ValueError(say("chat.idle_zero", **bounds))
+    if x < 0:
+        raise ValueError(say("chat.idle_negative", **bounds))
+    if x > MAX_IDLE_MINUTES:
+        raise ValueError(say("chat.idle_too_long", **bounds))
+    return x

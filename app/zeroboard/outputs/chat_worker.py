@@ -21,9 +21,11 @@ Each connection carries one JSON request and gets JSON lines back:
 - ``stop``: ends the answer ``id`` (every answer without one) after the token in flight;
 - ``unload``: answers, then the process ends, and its memory with it.
 
-It ends by itself after ``idle_s`` seconds without a request, and on SIGTERM
-(Abort, or the client's unload of last resort).  A client that goes away
-mid-answer stops that answer.
+It ends by itself after ``idle_s`` seconds without a request (counted from when
+the model is loaded and from the end of each request; ``last_request`` in
+worker.json says when that was, so any page can tell when it will unload), and on
+SIGTERM (Abort, or the client's unload when it does not answer).  A client that
+goes away mid-answer stops that answer.
 
 The model answers on the process's main thread; the connections' threads only
 hand it their requests and send what it says.  On the H200, ``generate`` in any
@@ -52,7 +54,7 @@ from .. import files, words
 from ..job import record
 from ..words import say
 from .chat_model import DTYPES, ChatModel
-from .chat_settings import MAX_REQUEST_BYTES as MAX_REQUEST, Settings
+from .chat_settings import IDLE_MINUTES, MAX_REQUEST_BYTES as MAX_REQUEST, Settings, idle_minutes
 from .chat_target import from_dict
 from .inspect import OutputError
 
@@ -69,16 +71,17 @@ class Worker:
         self.stops: dict[str, threading.Event] = {}
         self.busy = 0
         self.last = time.time()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.info = {"status": "loading", "pid": os.getpid(), "target": target, "name": target.get("name"),
                      "model": target.get("path"), "device": device, "dtype": dtype, "idle_s": idle_s,
                      "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "started": time.time()}
 
     # --- worker.json ------------------------------------------------------------------------------
     def publish(self, **changes) -> None:
-        self.info.update(changes)
-        files.write_text_atomic(self.folder / record.WORKER_FILE,  # mkstemp's file: its user alone reads the token
-                                json.dumps({**self.info, "token": self.token}, indent=2, ensure_ascii=False) + "\n")
+        with self._lock:  # the main thread and the connections' threads: one write at a time, the last one whole
+            self.info.update(changes)
+            files.write_text_atomic(self.folder / record.WORKER_FILE,  # mkstemp's file: its user alone reads the token
+                                    json.dumps({**self.info, "token": self.token}, indent=2, ensure_ascii=False) + "\n")
 
     def public(self) -> dict:
         return {**self.info, "answering": self.in_answer}
@@ -90,6 +93,8 @@ class Worker:
         with self._lock:
             self.busy += delta
             self.last = time.time()
+            if self.busy == 0 and self.info["status"] == "ready":  # the idle clock starts again: say so to the pages
+                self.publish(last_request=self.last)
 
     def handle(self, req: dict, send) -> None:
         op = req.get("op")
@@ -105,7 +110,7 @@ class Worker:
             send({"ok": True})
         elif op == "unload":
             send({"ok": True, "pid": os.getpid(), "memory_bytes": self.info.get("memory_bytes")})
-            self.quit.set()
+            self.end()
         else:
             send({"error": words.to_json(say("chat.bad_request", op=str(op)))})
 
@@ -166,6 +171,13 @@ class Worker:
             put(None)
 
     # --- life -------------------------------------------------------------------------------------
+    def end(self) -> None:
+        """Unload (the request, SIGTERM): the answer in flight stops after its token, the main thread wakes at once."""
+        self.quit.set()
+        for ev in list(self.stops.values()):
+            ev.set()
+        self.work.put(lambda: None)
+
     def run(self) -> int:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.worker = self
@@ -178,8 +190,10 @@ class Worker:
             self.publish(status="failed", error=f"{type(e).__name__}: {e}")
             server.shutdown()
             return 1
+        # idle from now, not from the start: a load longer than idle_s unloaded the model before anyone could ask
+        self.last = time.time()
         self.publish(status="ready", load_s=round(self.chat.load_s, 3), memory_bytes=self.chat.memory_bytes(),
-                     weights_bytes=self.chat.weights_bytes(), last_request=time.time())
+                     weights_bytes=self.chat.weights_bytes(), last_request=self.last)
         print(say("chat.worker_ready", name=self.info["name"], seconds=f"{self.chat.load_s:.1f}"), flush=True)
         why = self.serve()
         for ev in list(self.stops.values()):
@@ -258,17 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", required=True, help="JSON")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=DTYPES, default="fp32")
-    p.add_argument("--idle-s", type=float, default=900.0)
+    p.add_argument("--idle-s", type=float, default=IDLE_MINUTES * 60)
     args = p.parse_args(argv)
+    idle_minutes(args.idle_s / 60)  # the client checked it; a hand-made command gets the same refusal (a traceback)
     worker = Worker(Path(args.folder), json.loads(args.target), args.device, args.dtype, args.idle_s)
 
-    def on_term(*_):
-        worker.quit.set()
-        for ev in list(worker.stops.values()):
-            ev.set()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGTERM, lambda *_: worker.end())
+    signal.signal(signal.SIGINT, lambda *_: worker.end())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     return worker.run()
 

@@ -199,5 +199,8 @@ def merge(path: str | Path, out_dir: str | Path, base_model: str | None = None) 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"path": str(out), "adapter": str(path), "base_model": base,
+    info = {"path": str(out), "adapter": str(path), "base_model": base,
             "parameters": sum(p.numel() for p in merged.parameters())}
+    if result.get("quantization_bit"):  # QLoRA: trained against the quantized base, merged into the full one
+        info["note"] = say("outputs.qlora_gap", bits=result["quantization_bit"])
+    return info

@@ -42,6 +42,7 @@ class Inspection:
     items: list[Item] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     trackers: list[dict] = field(default_factory=list)  # tracker, path, open: where each tracker wrote, how to open it
+    last_loss: float | None = None  # the last logged step's loss (record.last_loss), as the Runs tab says it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,10 +52,16 @@ class Inspection:
         lines = [t("out.run", run=self.run_dir)]
         if self.result:
             r = self.result
+            mean = r.get("train_loss", float("nan"))
             how = (t("out.made_by", by=r["made_by"]) if r.get("made_by") else
-                   t("out.trained", loss=f"{r.get('train_loss', float('nan')):.4f}", stage=r.get("deepspeed_stage")))
+                   t("out.trained", loss=f"{mean if self.last_loss is None else self.last_loss:.4f}", mean=f"{mean:.4f}",
+                     stage=r.get("deepspeed_stage")))
             if r.get("eval_loss") is not None:
                 how += t("out.eval_loss", loss=f"{r['eval_loss']:.4f}")
+            if r.get("training_stage") not in (None, "sft"):  # a preference stage: reloads as SFT's result does
+                how += t("out.pref_stage", stage=r["training_stage"])
+            if r.get("quantization_bit"):
+                how += t("out.qlora", bits=r["quantization_bit"])
             lines.append(t("out.result", kind=t(f"out.kind.{r.get('kind')}") if r.get("kind") in KINDS else r.get("kind"),
                            steps=r.get("global_step"), how=how))
         for i in self.items:
@@ -121,6 +128,8 @@ def inspect(run_dir: str | Path) -> Inspection:
             raise OutputError(say("out.result_not_json", path=str(d / record.RESULT_FILE))) from None
     base = (result or {}).get("base_model") or job_model(d)
     ins = Inspection(str(d), result, base, trackers=written_trackers(d))
+    if (d / record.EVENTS_FILE).is_file():
+        ins.last_loss = record.last_loss(record.read_events(d / record.EVENTS_FILE))
     ins.items += _describe(d, base, (result or {}).get("global_step"), final=True)  # the dir itself
     done, partial = folders.checkpoints(d)
     for c in done:

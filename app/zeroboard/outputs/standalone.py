@@ -42,8 +42,7 @@ def _job(run: Path) -> dict:
 
 
 def _last_loss(run: Path) -> float | None:
-    logs = [e for e in record.read_events(run / record.EVENTS_FILE) if e.get("event") == "log" and e.get("loss") is not None]
-    return logs[-1]["loss"] if logs else None
+    return record.last_loss(record.read_events(run / record.EVENTS_FILE))
 
 
 def _fmt(value) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from .shapes import Linear, ModelShape, lora_targets
 
+ROPE_CAT = {"phi", "phi3"}  # RoPE ends in a cat: q and k are new whole tensors (partial rotary, or always)
 MISC_TOKEN_BYTES = 32  # int64 input ids, labels, the loss's shifted labels, the attention mask: 4 x 8 bytes
 
 
@@ -54,23 +55,25 @@ class ActMode:
         return 2 if self.kind == "pure16" else 4
 
 
-def norm_own(width: int, m: ActMode, rms: bool) -> int:
+def norm_own(width: int, m: ActMode, rms: bool, fp32_out: bool = False) -> int:
     """What a norm itself keeps per token.
 
     Liger's RMSNorm saves its input X (in X's dtype) and 1/rms (fp32, 4 bytes a row); HF's RMSNorm saves an
     fp32 copy of X (X itself when already fp32) and 1/rms, and, when its weight trains, the normalized x in
-    the input dtype. LayerNorm saves its input, mean and 1/std.
+    the input dtype (Gemma's, ``fp32_out``, in fp32: it scales by 1 + w in fp32 before casting back; found by the
+    trace's cross-check). LayerNorm saves its input, mean and 1/std.
     """
     if rms and m.liger:
         return m.e_res * width + 4
-    if rms:
-        return 4 * width + 4 + (0 if m.lora else m.e_res * width)  # x / rms, kept for the weight's gradient
+    if rms:  # x / rms, kept for the weight's gradient
+        return 4 * width + 4 + (0 if m.lora else (4 if fp32_out else m.e_res) * width)
     return (4 if m.autocast_fp32 else m.e_res) * width + 8
 
 
-def norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActMode, rms: bool) -> int:
+def norm_block(width: int, consumers: list[Linear], targeted: set[str], m: ActMode, rms: bool,
+               fp32_out: bool = False) -> int:
     """A norm and what its consumers (the projections that read its output) save of that output, per token."""
-    own = norm_own(width, m, rms)
+    own = norm_own(width, m, rms, fp32_out)
     hit = [c for c in consumers if c.name in targeted]
     if not m.lora:
         if m.kind == "autocast" or (m.autocast_fp32 and not rms):  # an fp32 output (HF's RMSNorm casts it back)
@@ -93,23 +96,35 @@ def attention_bytes(shape: ModelShape, m: ActMode) -> int:
     heads (``repeat_kv`` copies) for the memory-efficient kernel, which also saves the mask turned into a
     16-bit bias of T (padded to 16) entries per query.
 
+    ``repeat_kv`` copies only from 2 key/value heads up to fewer than the query heads: one head (MQA: GPT-BigCode,
+    Gemma-2B) it repeats as a view, as many as q it leaves alone (found by the trace's cross-check; the masked
+    StarCoder rows had been planned 5-8% over).
+
     Eager: the two matmuls save q, the repeated k and v, and the probabilities; the softmax (fp32) saves its
     output, a 16-bit run also the probabilities cast back; soft-capped scores (Gemma 2) keep tanh's output: T
     entries per query head each, besides the output o_proj reads.
 
     A fused q/k/v projection with RoPE (Phi-3): RoPE makes q and k new tensors while v stays a view of the
     projection's output, which therefore stays alive whole: its q and k parts come on top (traced in the trainer
-    on the H200, benchmarks/results/planner_traces.json).
+    on the H200, benchmarks/results/planner_traces.json), unless v is repeated by a copy.
     """
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     e = m.e
     fused = e * (q + kv) if shape.fused_qkv and shape.rotary else 0
-    if m.eager:
-        per_score = 4 + (e if e != 4 else 0) + (e if shape.attn_softcap else 0)
-        return e * 4 * q + shape.heads * m.seq * per_score + fused
-    if m.masked:
-        return e * 4 * q + 4 * shape.heads + 2 * (-(-m.seq // 16) * 16) + fused
+    if m.eager or m.masked:
+        copies = 1 < shape.kv_heads < shape.heads
+        kv_saved, kept = (2 * q, 0) if copies else (2 * kv, fused)
+        if m.eager:
+            per_score = 4 + (e if e != 4 else 0) + (e if shape.attn_softcap else 0)
+            return e * (2 * q + kv_saved) + shape.heads * m.seq * per_score + kept
+        return e * (2 * q + kv_saved) + 4 * shape.heads + mask_bias(m) + kept
     return e * (2 * q + 2 * kv) + 4 * shape.heads + fused
+
+
+def mask_bias(m: ActMode) -> int:
+    """The mask as the attention kernel keeps it, per token: a GPU's memory-efficient kernel a 16-bit bias of T
+    entries padded to 16; the CPU's flash kernel the mask as given, in q's dtype."""
+    return 2 * (-(-m.seq // 16) * 16) if m.cuda else m.e * m.seq
 
 
 def qk_norm_bytes(shape: ModelShape, m: ActMode) -> int:
@@ -118,7 +133,8 @@ def qk_norm_bytes(shape: ModelShape, m: ActMode) -> int:
         return 0
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     per = m.e if m.liger else 4  # HF's norm keeps an fp32 copy
-    normalized = m.e * (q + kv) if not m.lora and not m.liger else 0  # HF's: x/rms for its weight's gradient
+    kept = 4 if shape.norm_fp32 else m.e  # HF's: x/rms for its weight's gradient (Gemma's in fp32)
+    normalized = kept * (q + kv) if not m.lora and not m.liger else 0
     return per * (q + kv) + 4 * (shape.heads + shape.kv_heads) + normalized
 
 
@@ -129,13 +145,14 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
     q = shape.heads * shape.head_dim
     targeted = {lin.name for lin in lora_targets(shape, targets)} if m.lora else set()
     by_role = {r: [lin for lin in shape.linears if lin.role == r] for r in ("in_attn", "out_attn", "in_mlp", "out_mlp")}
+    f32 = shape.norm_fp32
     if shape.parallel:  # one norm, read by the attention's and the MLP's input projections alike
-        total = norm_block(shape.hidden, by_role["in_attn"] + by_role["in_mlp"], targeted, m, shape.rms_norm)
+        total = norm_block(shape.hidden, by_role["in_attn"] + by_role["in_mlp"], targeted, m, shape.rms_norm, f32)
     else:
-        total = norm_block(shape.hidden, by_role["in_attn"], targeted, m, shape.rms_norm)
-        total += norm_block(shape.hidden, by_role["in_mlp"], targeted, m, shape.rms_norm)
+        total = norm_block(shape.hidden, by_role["in_attn"], targeted, m, shape.rms_norm, f32)
+        total += norm_block(shape.hidden, by_role["in_mlp"], targeted, m, shape.rms_norm, f32)
     total += attention_bytes(shape, m) + qk_norm_bytes(shape, m)
-    total += shape.post_norms * norm_own(shape.hidden, m, shape.rms_norm)  # nothing reads their output but the sum
+    total += shape.post_norms * norm_own(shape.hidden, m, shape.rms_norm, f32)  # nothing reads their output but the sum
     if m.lora and any(lin.name in targeted for lin in by_role["out_attn"]):
         total += 4 * q if m.adapters32 else (2 * q if m.kind == "autocast" else 0)
     # gated: gate, act(gate), up (Liger's kernels recompute act(gate)); plain: fc1's output (kept by the activation)
@@ -150,8 +167,10 @@ def layer_act_bytes(shape: ModelShape, m: ActMode, targets: list[str], rank: int
         total += e * inter * (1 + shape.act_extra)  # fc1's output; gelu_new: tanh's output, 0.5·x and 1 + tanh
     # each dropout's mask: CUDA's fused kernel keeps a 1-byte boolean, the CPU path the scaled noise in x's dtype
     total += shape.resid_dropouts * shape.hidden * (1 if m.cuda else m.e_res)
-    if shape.parallel and shape.fused_qkv is False and shape.rotary:
-        total += e * q  # Phi's attention output is copied (reshape + contiguous) before its dense projection
+    if shape.model_type in ROPE_CAT and not m.cuda and not m.eager:
+        # the attention output is copied (reshape + contiguous) before the output projection on the CPU, whose kernel
+        # writes in q's layout (RoPE's cat makes q whole); a GPU's kernel writes the layout that needs no copy
+        total += e * q
     down_hit = m.lora and any(lin.name in targeted for lin in by_role["out_mlp"])
     if not m.lora or m.saves_frozen_inputs:
         total += e * inter  # down_proj's input
@@ -170,7 +189,7 @@ def outside_bytes(shape: ModelShape, m: ActMode) -> int:
 
     The head's input is counted with the loss (the fused loss keeps none of it)."""
     rope = 8 * shape.head_dim if shape.rotary else 0
-    return (norm_own(shape.hidden, m, shape.rms_norm) + MISC_TOKEN_BYTES + rope + (m.seq if m.masked else 0)
+    return (norm_own(shape.hidden, m, shape.rms_norm, shape.norm_fp32) + MISC_TOKEN_BYTES + rope + (m.seq if m.masked else 0)
             + (shape.hidden * (1 if m.cuda else m.e_res) if shape.embd_dropout else 0))
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..job.placement import offloads_parameters
-from .memory import Plan, Setup, loss_drift, plan_one, with_liger
+from .memory import Plan, Setup, plan_one, with_liger
+from .reserve import loss_drift
 from .shapes import ModelShape
 from .speed import MEASURED, Rates, step_time
 
@@ -68,7 +69,15 @@ def note_keys(plan: Plan) -> list[str]:
     if s.fused_loss:
         keys.append("fused_loss")
     elif loss_drift(plan.model, s):
-        keys.append("loss_layout")  # what memory.loss_drift adds, and why
+        keys.append("loss_layout")  # what reserve.loss_drift adds, and why
+    if plan.model.traced is not None:
+        keys.append("traced")
+    if s.sequences > 1:
+        keys.append("pairs")
+    if s.reference:
+        keys.append("reference")
+    if s.quant_bits:
+        keys.append("qlora")
     if s.device == "cpu":
         keys.append("cpu")
     return keys

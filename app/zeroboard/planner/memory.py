@@ -12,8 +12,8 @@ weight copies, model states and DeepSpeed's buckets. The peak is the largest of 
 - ``step``: the end of backward and the optimizer step (all gradients, the step's temporaries).
 
 Peak memory is taken for the longest batch (micro-batch x cutoff_len tokens). What NVML shows on top of the
-allocator's peak (the CUDA context, kernels, NCCL, memory the allocator holds but has not handed out) was
-measured on an H200 (benchmarks/planner_heldout.py, calibration set) and is the ``needed`` margin.
+allocator's peak (the CUDA context, kernels, NCCL, DeepSpeed's streams, memory the allocator holds but has not
+handed out) is :mod:`.reserve`'s, and the ``needed`` margin.
 """
 
 from __future__ import annotations
@@ -23,29 +23,17 @@ from dataclasses import asdict, dataclass, field, replace
 from ..job import devices, dstune, liger as ligerinfo, placement, weights as weightsmod
 from ..job.spec import JobSpec
 from ..words import text
-from . import activations as act
+from . import activations as act, reserve, traced
 from .activations import ActMode
+from .reserve import CONTEXT, NCCL  # noqa: F401 - what NVML adds, as the planner's package exports it
 from .shapes import ModelShape, PlanError, lora_params
-from .states import states
+from .states import quantized_saving, reference, states
 
 GIB = 1024**3
 # The share of a device's free memory a plan may fill and still have room: "needed" is meant to be at or above
 # NVML's peak, but a layout the traced runs did not show can place a buffer higher (before the layout terms, held-out
 # H200 runs used up to 6.5% more than "needed"). The verdict warns above it; recommendations prefer below.
 HEADROOM = 0.92
-# Between torch's allocator peak and what NVML charges the process (H200, CUDA 13, torch 2.11; calibration set
-# of benchmarks/planner_heldout.py, expandable segments): the CUDA context and loaded kernels, 1.28 GiB in
-# every run; NCCL's communicator when the job all-reduces (ZeRO-2, or several processes), 0.38 GiB more.
-CONTEXT = int(1.28 * GIB)
-NCCL = int(0.38 * GIB)
-# Memory the allocator holds but has not handed out at the peak (freed blocks the next request cannot use), as
-# a share of what changes during a step (activations, loss buffers, gradients). Calibration set, expandable
-# segments: 0.3% to 4.5% without DeepSpeed or checkpointing; up to 10% with checkpointing (small, varied
-# blocks) and 4% to 14.5% under ZeRO-3. DeepSpeed's own streams (States.side), ZeRO-2's layout from its first step
-# (first_step_layout, used when larger) and the loss's buffers moving under offload (loss_drift) are derived from
-# the allocator histories traced in benchmarks/results/planner_pools.json and planner_traces.json.
-SLACK = 0.05
-SLACK_VARIED = 0.15  # ZeRO-3 or gradient checkpointing
 # RSS of a CPU rank besides the model: Python, torch, transformers, peft, and the datasets library tokenizing the
 # data on a dataset's first run (measured by benchmarks/planner_accuracy.py on a 30k-parameter model)
 CPU_RUNTIME = int(0.53 * GIB)
@@ -87,9 +75,14 @@ class Setup:
     reduce_bucket: int = 0  # DeepSpeed's reduce_bucket_size in elements (0: the preset's, or H² when "auto")
     sub_group: int = 1_000_000_000  # ZeRO-3 sub_group_size
     reuse_distance: int = 1_000_000_000  # ZeRO-3 stage3_max_reuse_distance
+    prefetch_bucket: int = 0  # ZeRO-3 stage3_prefetch_bucket_size in elements (0: "auto", 0.9 H²)
+    persistence: int = 0  # ZeRO-3 stage3_param_persistence_threshold (0: "auto", 10 H; ZeroBoard: all on one GPU)
     overlap_comm: bool = True  # DeepSpeed's overlap_comm (job.dstune turns it off on one GPU)
     master_weights: str = "auto"  # the job's master_weights (job.weights decides the mode with the rest)
     own_optimizer: bool = False  # the job names its optimizer in extra_args
+    sequences: int = 1  # sequences per sample: 2 for a pair (dpo, orpo, simpo: chosen and rejected in one batch)
+    reference: bool = False  # a frozen reference copy of the model (full fine-tuning of dpo or kto)
+    quant_bits: int = 0  # QLoRA: the frozen base's linear layers in 4 or 8 bits
 
     @property
     def weights(self) -> str:
@@ -113,7 +106,10 @@ class Setup:
 
     @property
     def tokens(self) -> int:
-        return self.micro_batch * self.seq
+        """Tokens of one micro-batch's forward: a pair stage forwards the chosen and the rejected answers together
+        (TRL concatenates them), twice the activations of a sample; KTO one answer a sample (its KL answers and the
+        reference's pass run without gradients: transient, not planned)."""
+        return self.micro_batch * self.seq * self.sequences
 
     def label(self, lang: str = "en") -> str:
         """The setting in words: no DeepSpeed, ZeRO-2, ZeRO-3 + offload (optimizer + params), ..."""
@@ -134,9 +130,10 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
     if where.ds_error is not None:
         raise PlanError(where.ds_error)
     config = where.ds_config
-    if config is not None:  # the values the run will use (job.dstune: one GPU)
+    if config is not None:  # the values the run will use (job.dstune: one GPU, several CPU processes)
         config = dstune.for_run(config, where.ds_path, max(1, where.world_size), spec.model_name_or_path,
-                                spec.gradient_checkpointing, spec.finetuning_type == "lora")[0]
+                                spec.gradient_checkpointing, spec.finetuning_type == "lora", spec.lora_rank, spec.lora_target,
+                                device=where.kind)[0]
     zero = (config or {}).get("zero_optimization") or {}
     zero = zero if isinstance(zero, dict) else {}
     number = lambda key, default: int(zero[key]) if isinstance(zero.get(key), (int, float)) else default  # noqa: E731
@@ -148,8 +145,14 @@ def setup_of(spec: JobSpec, gpus: list[devices.Gpu]) -> Setup:
                  masked=spec.packing or spec.per_device_train_batch_size > 1,
                  reduce_bucket=number("reduce_bucket_size", 0), sub_group=number("sub_group_size", 1_000_000_000),
                  reuse_distance=number("stage3_max_reuse_distance", 1_000_000_000),
+                 prefetch_bucket=number("stage3_prefetch_bucket_size", 0),
+                 persistence=number("stage3_param_persistence_threshold", 0),
                  accumulation=max(1, spec.gradient_accumulation_steps), overlap_comm=zero.get("overlap_comm") is not False,
-                 master_weights=spec.master_weights, own_optimizer="optim" in spec.extra_args)
+                 master_weights=spec.master_weights,
+                 own_optimizer="optim" in spec.extra_args or spec.training_stage != "sft",  # TRL's trainers: their own
+                 sequences=2 if spec.training_stage in ("dpo", "orpo", "simpo") else 1,
+                 reference=spec.training_stage in ("dpo", "kto") and spec.finetuning_type == "full",
+                 quant_bits=spec.quantization_bit if spec.quantization_bit in (4, 8) else 0)
 
 
 # --- activations ----------------------------------------------------------------------------
@@ -179,6 +182,8 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     """Activation terms of one micro-batch, at the end of forward and at the start of backward."""
     m = act_mode(s)
     t = s.tokens
+    if shape.traced is not None:
+        return _traced_activations(shape, s, m)
     per_layer = act.layer_act_bytes(shape, m, list(s.lora_target), s.lora_rank)
     # a sliding-window layer gets a mask once the sequence reaches the window (transformers' masking_utils: the
     # causal shortcut is skipped when kv_length >= the window): SDPA's masked kernel, k and v repeated, the bias
@@ -200,6 +205,27 @@ def activation_bytes(shape: ModelShape, s: Setup) -> dict[str, int]:
     two_kinds = m.masked and 0 < shape.sliding_layers < shape.layers and s.seq >= shape.sliding_window
     other = t * (act.outside_bytes(shape, m) + (s.seq if slides or two_kinds else 0))
     return {"layers": layers, "other": other, "recompute": recompute,
+            "copies_forward": copies["forward"], "copies_backward": copies["backward"],
+            "loss_forward": loss["forward"], "loss_kept": loss["kept"], "loss_backward": loss["backward"],
+            "per_token_per_layer": per_layer}
+
+
+def _traced_activations(shape: ModelShape, s: Setup, m: ActMode) -> dict[str, int]:
+    """The same terms for a model planned from its own code (:mod:`.traced`): what the layers and the rest keep, as
+    traced; checkpointing, autocast's weight copies and the loss as for any model."""
+    t = s.tokens
+    tr = traced.terms(shape, m, s.lora_rank, list(s.lora_target), s.micro_batch)
+    per_layer = int(tr["largest_per_token"])
+    layers, recompute = int(tr["layers"]), 0
+    if s.checkpointing:
+        layers = t * shape.layers * m.e_res * shape.hidden
+        recompute = t * (per_layer + 2 * m.e_res * shape.hidden + 2 * m.e * shape.intermediate)
+    copies = {"forward": 0, "backward": 0}
+    if m.kind == "autocast" and not s.weights16:
+        copies = act.autocast_copies(shape, s.finetuning == "lora", s.checkpointing)
+    head_trains = s.finetuning == "full" or "lm_head" in s.lora_target
+    loss = act.loss_bytes(shape, m, t, s.fused_loss, head_trains, s.liger_ce)
+    return {"layers": layers, "other": int(tr["outside"]) + t * act.MISC_TOKEN_BYTES, "recompute": recompute,
             "copies_forward": copies["forward"], "copies_backward": copies["backward"],
             "loss_forward": loss["forward"], "loss_kept": loss["kept"], "loss_backward": loss["backward"],
             "per_token_per_layer": per_layer}
@@ -237,7 +263,8 @@ class Plan:
     advice: dict = field(default_factory=dict)  # kind: keep | use | nothing_fits | ram_does_not_fit, and its settings
     speed: dict | None = None  # expected tokens/s of this setting and of the fastest that fits (search.compare)
     moments: dict[str, int] = field(default_factory=dict)  # every moment's total, the peak among them
-    slack_bytes: int = 0  # what NVML will show above the allocator's peak, besides the CUDA context
+    slack_bytes: int = 0  # what NVML will show above the allocator's peak (the sum of ``reserve``)
+    reserve: dict[str, int] = field(default_factory=dict)  # ... by term (planner.reserve.terms)
 
     @property
     def needed_bytes(self) -> int:
@@ -265,9 +292,10 @@ PHASES = ("forward", "backward", "step")
 def moments(shape: ModelShape, s: Setup, st, a: dict) -> dict[str, dict[str, int]]:
     """Each moment of a step, as parts (weights, gradients, optimizer states, activations, buffers)."""
     # Without DeepSpeed, gradient accumulation keeps the gradients of the micro-batches before (4 bytes a trainable
-    # parameter in fp32) through every later forward and backward pass; DeepSpeed accumulates into buffers it holds
-    # anyway (ZeRO-2's gradient partition, ZeRO-3's flat gradient buffer; with offload, pinned host buffers)
-    acc = st.grads_end if s.accumulation > 1 and not s.deepspeed else 0
+    # parameter in fp32) through every later forward and backward pass; ZeRO-1/2 keeps the partition it filled beside
+    # the next micro-batch's (States.accumulated); ZeRO-3 accumulates into its flat gradient buffer, offload into
+    # pinned host buffers
+    acc = st.grads_end if s.accumulation > 1 and not s.deepspeed else st.accumulated
     base = {"weights": st.weights, "optimizer states": st.optimizer, "gradients": st.grads + acc, "buffers": st.buffers}
     acts = a["layers"] + a["other"]
     fwd = {**base, "activations": acts + a["copies_forward"] + a["loss_forward"],
@@ -296,6 +324,7 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
     trainable = lora_params(shape, s.lora_rank, list(s.lora_target)) if s.finetuning == "lora" else shape.params
     psi = shape.params + (trainable if s.finetuning == "lora" else 0)
     st = states(shape, s, trainable, psi)
+    st.weights += reference(shape, s, psi) - quantized_saving(shape, s)  # a preference run's reference; QLoRA's base
     a = activation_bytes(shape, s)
     parts = moments(shape, s, st, a)
     if s.device == "cpu":  # glibc keeps freed heap chunks: RSS exceeds the tensors (measured on the CPU runs)
@@ -314,52 +343,9 @@ def plan_one(shape: ModelShape, s: Setup) -> Plan:
         host = GPU_HOST_RUNTIME + st.host + loading
     else:
         host = (CPU_RUNTIME_DS if s.deepspeed else CPU_RUNTIME) + ckpt + peak
-    moving = peak - st.resident
-    share = SLACK_VARIED if (s.stage == "3" or s.checkpointing) else SLACK
-    layout = max(int(share * moving), first_step_layout(st, totals) - peak) + hf_loss_hole(shape, s)
-    slack = CONTEXT + (NCCL if (s.stage == "2" or s.world > 1) else 0) + st.side + layout + loss_drift(shape, s)
+    above = reserve.terms(shape, s, st, totals, peak)
     return Plan(s, shape, psi, trainable, parts[phase], peak, "backward" if phase == "flush" else phase, host, None,
-                formula_of(s), a, moments=totals, slack_bytes=slack)
-
-
-def first_step_layout(st, totals: dict[str, int]) -> int:
-    """What ZeRO-2's pool holds from its first step on (traced on the H200: benchmarks/results/planner_pools.json
-    and planner_traces.json).
-
-    Set-up leaves freed ranges below the fp32 master copy (``States.holes``); the first passes fill them and go on
-    above the master copy. At the first step the gradient copies go above the master copy too (a hole is never
-    quite large enough for them), and AdamW's states, created then, go above the copies and the passes' space.
-    Later steps reuse the same addresses: the pool keeps the model states, the filled holes, and the larger of
-    the passes' space and the copies.
-    """
-    if not st.first_step:
-        return 0
-    passes = totals["backward"] - st.resident
-    filled = min(st.holes, passes)
-    return st.resident + filled + max(passes - filled, st.first_step)
-
-
-def hf_loss_hole(shape: ModelShape, s: Setup) -> int:
-    """HF's loss without DeepSpeed's varied layouts (no ZeRO-3, no checkpointing): one 16-bit logits-sized block more
-    than the 5% share. Measured, not derived: the GPT-BigCode rows of the fourth held-out set and its confirmation
-    (benchmarks/results/planner_heldout4.json) had 0.2-0.4 GiB more above the allocator's peak than the share gave,
-    about 1-1.4 bytes a token and vocabulary entry; the Liger-patched families never build these buffers."""
-    if s.device != "cuda" or s.fused_loss or s.liger_ce or s.stage == "3" or s.checkpointing:
-        return 0
-    return act_mode(s).e * s.tokens * shape.vocab
-
-
-def loss_drift(shape: ModelShape, s: Setup) -> int:
-    """Room for the loss's logits-sized buffers moving between steps: ZeRO-3 with offload (its loss is HF's).
-
-    With offload the pool is nearly empty between steps but for the gathered tied embedding, which splits the free
-    space; a logits-sized buffer that misses its last hole by a few MiB is mapped anew above it (traced on the
-    H200: benchmarks/results/planner_traces.json): one more 16-bit logits tensor, and the split.
-    """
-    if s.device != "cuda" or s.stage != "3" or not s.offload_optimizer or s.fused_loss:
-        return 0
-    e = act_mode(s).e  # the model's 16-bit (or fp32) dtype: logits and the gathered embedding alike
-    return e * s.tokens * shape.vocab + (e * shape.vocab * shape.hidden if shape.tied else 0)
+                formula_of(s), a, moments=totals, slack_bytes=sum(above.values()), reserve=above)
 
 
 def with_liger(shape: ModelShape, s: Setup) -> Setup:
@@ -373,6 +359,9 @@ def with_liger(shape: ModelShape, s: Setup) -> Setup:
         cov = ligerinfo.coverage(shape.model_type, config)
     if cov is None:
         return replace(s, liger=False, liger_mlp=False, fused_loss=False, liger_ce=False)
+    if shape.traced is not None:  # traced on the plain path: Liger's norm and MLP kernels keep less, not more
+        return replace(s, liger=False, liger_mlp=False, fused_loss=cov.fused_loss,
+                       liger_ce=cov.has("cross_entropy") and not cov.fused_loss)
     return replace(s, liger=cov.norm and shape.rms_norm, liger_mlp=cov.mlp and shape.gated, fused_loss=cov.fused_loss,
                    liger_ce=cov.has("cross_entropy") and not cov.fused_loss)
 

@@ -217,30 +217,42 @@ def asked_line(choices: list, best, lang: str = "en") -> str:
                 reason=reasons.of(asked, best, choice_label(best, lang), lang))
 
 
-def fit_markdown(choices: list, lang: str = "en", top: int = 5) -> str:
+def fit_markdown(choices: list, lang: str = "en", top: int = 5, measured: dict[int, str] | None = None,
+                 pick=None, source: str = "") -> str:
     """The fastest settings that fit, each with why (against the best, or the best against the next other setting),
-    the job's own setting against the best, and the best as --set overrides."""
+    the job's own setting against the best, and the best as --set overrides.
+
+    ``measured``: the probes' word for each probed choice (by ``id``), in a column of its own, the choices already
+    ranked by them; ``pick``: what the best's measurement says ("measured 29.0k tokens/s, 1.9x the next");
+    ``source``: whether the ranking is measured, partly measured or predicted (``plan.probe.<source>``)."""
     if not choices:
         return ""
     c0 = choices[0]
     s = c0.plan.setup
+    probed = measured is not None
+    cols = text("plan.fit_cols", lang) + (text("plan.probe.col", lang) if probed else "")
     lines = [text("plan.fit_head", lang, batch=c0.micro_batch * c0.accumulation * s.world, n=s.world), "",
-             text("plan.fit_cols", lang), "|---|---|---:|---:|---:|---:|---|"]
+             cols, "|---|---|---:|---:|---:|---:|---|" + ("---:|" if probed else "")]
     fitting = [c for c in choices if c.fits is not False][:top]
     if not fitting:
         small = min(choices, key=lambda c: c.plan.needed_bytes)
         lines = lines[:1] + ["", text("plan.fit_none", lang, gib=gib(small.plan.needed_bytes),
                                       setting=choice_label(small, lang, batch=False))]
         return "\n".join(lines)
-    why = fit_reasons(choices, fitting, lang)
+    cpu = s.device != "cuda"  # CPU processes: the step-time model is the H200's, the speed is what the probes measure
+    why = {id(c): "-" for c in fitting} if cpu else fit_reasons(choices, fitting, lang)
     for c in fitting:
         tight = text("plan.fit_tight", lang, margin=MARGIN) if c.tight else ""
+        cell = f" {tr(measured.get(id(c), '-'), lang)} |" if probed else ""
         lines.append(f"| {choice_label(c, lang, batch=False)} | {c.micro_batch} x {c.accumulation} | "
-                     f"{gib(c.plan.peak_bytes)} | {gib(c.plan.needed_bytes)} | {c.step_s:.3f} | {c.tokens_per_s:,.0f} | "
-                     f"{why[id(c)]}{tight} |")
+                     f"{gib(c.plan.peak_bytes)} | {gib(c.plan.needed_bytes)} | "
+                     + ("- | - | " if cpu else f"{c.step_s:.3f} | {c.tokens_per_s:,.0f} | ") + f"{why[id(c)]}{tight} |{cell}")
     best = fitting[0]
-    asked = asked_line(choices, best, lang)
+    asked = "" if cpu else asked_line(choices, best, lang)
     lines += ["", *([asked, ""] if asked else []),
-              text("plan.fit_best", lang, setting=choice_label(best, lang, batch=False), sets=set_flags(best)), "",
-              speed_source(best.rates, lang)]
+              text("plan.fit_best", lang, setting=choice_label(best, lang, batch=False), sets=set_flags(best))
+              + (text("plan.probe.pick_line", lang, pick=tr(pick, lang)) if pick else ""), "",
+              text("plan.probe.cpu_note", lang) if cpu else speed_source(best.rates, lang)]
+    if source:
+        lines += ["", text(f"plan.probe.{source}", lang)]
     return "\n".join(lines)

@@ -15,6 +15,14 @@ class PlanError(ValueError):
     """The model cannot be planned for; the message says why and what to do."""
 
 
+class Untraced(PlanError):
+    """A model type whose layers the planner does not derive by hand: its own code is traced (:mod:`.traces`)."""
+
+    def __init__(self, message, config: dict):
+        super().__init__(message)
+        self.config = config
+
+
 # --- the model, from config.json --------------------------------------------------------
 
 # The families whose layer the planner derives, each pinned on CPU against transformers' own module with
@@ -70,36 +78,56 @@ class ModelShape:
     act_extra: int = 0  # intermediate-sized tensors the MLP's activation keeps besides its input (gelu_new: 3)
     resid_dropouts: int = 0  # dropouts (p > 0) on a layer's hidden-sized outputs: each keeps a 1-byte mask a token
     embd_dropout: bool = False  # a dropout on the embeddings (the same, once)
+    norm_fp32: bool = False  # HF's RMSNorm keeps its normalized x in fp32 (Gemma's: x·(1 + w) computed in fp32)
     sliding_layers: int = 0  # layers with a sliding window of attention (masked once the sequence reaches it)
     sliding_window: int = 0
     source: str = ""  # where config.json came from when not a local folder: the Hugging Face cache, or a download
     source_msg: object = field(default=None, compare=False, hash=False)  # the same, as a catalog message
+    # a model planned from its own code (:mod:`.traces`): its config.json, the census of its parameters, and what
+    # each mode of the run keeps, fitted (mode key -> terms); None for the families derived by hand
+    config: dict | None = field(default=None, compare=False, hash=False)
+    census: dict | None = field(default=None, compare=False, hash=False)
+    traced: dict | None = field(default=None, compare=False, hash=False)
 
     @property
     def layer_params(self) -> int:
+        """One layer's parameters (a traced model's: the mean over its layers, experts and all)."""
+        if self.census:
+            return self.census["layer_params"] // max(1, self.layers)
         return sum(lin.fan_in * lin.fan_out + (lin.fan_out if lin.bias else 0) for lin in self.linears) \
             + self.extra_layer_params
 
     @property
     def embedding_params(self) -> int:
+        if self.census:
+            return self.census["embedding"]
         return self.vocab * self.hidden + self.positions * self.hidden
 
     @property
     def head_params(self) -> int:
+        if self.census:
+            return self.census["head"]
         bias = self.vocab if self.model_type == "phi" else 0  # Phi's lm_head has a bias
         return (0 if self.tied else self.vocab * self.hidden) + bias
 
     @property
     def final_norm_params(self) -> int:
+        if self.census:  # everything outside the layers but the embeddings and the head
+            c = self.census
+            return c["params"] - c["layer_params"] - c["embedding"] - c["head"]
         return self.hidden * (1 if self.rms_norm else 2)
 
     @property
     def params(self) -> int:
+        if self.census:
+            return self.census["params"]
         return self.embedding_params + self.layers * self.layer_params + self.final_norm_params + self.head_params
 
     @property
     def linear_weight_params(self) -> int:
         """Weights of every matmul (what autocast copies to 16 bit): the layers' linears and the output head."""
+        if self.census:
+            return self.census["linear_weights"]
         return self.layers * sum(lin.fan_in * lin.fan_out for lin in self.linears) + self.vocab * self.hidden
 
     @property
@@ -110,6 +138,8 @@ class ModelShape:
 
     @property
     def largest_param(self) -> int:
+        if self.census:
+            return self.census["largest"]
         return max(self.vocab * self.hidden, max(lin.fan_in * lin.fan_out for lin in self.linears))
 
 
@@ -136,6 +166,8 @@ def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
     mt = str(cfg.get("model_type") or "")
     if mt not in GATED and mt not in PLAIN:
         arch = ", ".join(cfg.get("architectures") or []) or "-"
+        if mt:  # its own code says what it keeps: traced (planner.traces)
+            raise Untraced(say("plan.not_derived", model_type=repr(mt), arch=arch), cfg)
         raise PlanError(say("plan.unknown_arch", model_type=repr(mt or "(missing)"), arch=arch, known=", ".join(FAMILIES)))
     h = int(_get(cfg, "hidden_size", "n_embd", "d_model", default=0))
     layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers", default=0))
@@ -165,8 +197,8 @@ def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
                     Linear("v_proj", "in_attn", h, k, attn_bias), Linear("o_proj", "out_attn", q, h, False),
                     Linear("gate_proj", "in_mlp", h, inter, mlp_bias), Linear("up_proj", "in_mlp", h, inter, mlp_bias),
                     Linear("down_proj", "out_mlp", inter, h, mlp_bias)]
-        extra = 2 * h + (4 * h if mt in ("gemma2", "gemma3_text") else 0) + (2 * hd if mt in ("qwen3", "gemma3_text") else 0)
-        tied_default = mt.startswith("gemma")
+        extra = 2 * h + (2 * h if mt in ("gemma2", "gemma3_text") else 0) + (2 * hd if mt in ("qwen3", "gemma3_text") else 0)
+        tied_default = mt.startswith("gemma") or mt == "smollm3"
         gated, rms = True, True
     else:
         if mt == "gpt_bigcode":
@@ -188,8 +220,8 @@ def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
                        post_norms=2 if mt in POST_NORMS else 0, eager_default=mt in EAGER_ONLY_MODEL_TYPES,
                        attn_softcap=bool(cfg.get("attn_logit_softcapping", mt == "gemma2")),
                        final_softcap=bool(cfg.get("final_logit_softcapping", mt == "gemma2")),
-                       parallel=mt in PARALLEL, act_extra=ACT_EXTRA.get(str(_get(cfg, "hidden_act", "activation_function",
-                                                                                    default="")), 0),
+                       parallel=mt in PARALLEL, norm_fp32=mt.startswith("gemma"),
+                       act_extra=ACT_EXTRA.get(str(_get(cfg, "hidden_act", "activation_function", default="")), 0),
                        resid_dropouts=2 if _dropout(cfg, mt, "resid") else 0, embd_dropout=_dropout(cfg, mt, "embd"),
                        **sliding(cfg, mt, layers))
     return replace(shape, checkpoint_bytes=shape.params * DTYPE_BYTES.get(dtype, 4))
@@ -241,9 +273,14 @@ def read_model(model_path: str | Path) -> ModelShape:
         from ..job.hub import hub_config
 
         cfg, source = hub_config(name, PlanError)
-        return replace(shape_from_config(cfg, name), source=str(source), source_msg=source)
+        try:
+            return replace(shape_from_config(cfg, name), source=str(source), source_msg=source)
+        except Untraced as e:
+            e.source, e.source_msg = str(source), source
+            raise
     if not cfg_path.is_file():
-        hint = say("plan.hint_demo") if p.name == "model" and "demo" in str(p) else say("plan.hint_folder")
+        built = {"model": "plan.hint_demo", "lesson": "plan.hint_lesson"}.get(p.name) if "demo" in str(p) else None
+        hint = say(built or "plan.hint_folder")
         raise PlanError(say("plan.no_config", path=str(p), hint=hint))
     try:
         cfg = safeload.json_text(safeload.read_text(cfg_path, safeload.CONFIG))
@@ -263,12 +300,15 @@ def read_model(model_path: str | Path) -> ModelShape:
 # --- LoRA ---------------------------------------------------------------------------------
 
 def lora_targets(shape: ModelShape, targets: list[str]) -> list[Linear]:
-    """The layer linears LoRA adapts: 'all' is every linear but the output head (peft's all-linear)."""
-    if "all" in targets:
+    """The layer linears LoRA adapts: 'all' is every linear but the output head (peft's all-linear); a traced
+    model's are those its census found for the job's targets."""
+    if "all" in targets or shape.census:
         return list(shape.linears)
     return [lin for lin in shape.linears if lin.name in targets]
 
 
 def lora_params(shape: ModelShape, rank: int, targets: list[str]) -> int:
     """A (r x in) + B (out x r) per adapted linear, in every layer."""
+    if shape.census:
+        return rank * shape.census["lora_in_out"]
     return shape.layers * sum(rank * (lin.fan_in + lin.fan_out) for lin in lora_targets(shape, targets))

@@ -10,7 +10,15 @@ Pure Python (no torch). Figures are bytes per device; P = trainable parameters, 
   it allocates two reduce buckets of ``reduce_bucket_size`` elements (overlap_comm: 2 x 2 bytes x RBS); at the
   first bucket flush the 16-bit gradient partition (2P/N), and a flattened copy of the flushed bucket. The
   step flattens the gradient partition again (2P/N) and converts it to fp32 (4P/N): 2Ψ + 20P/N at its peak.
+  With gradient accumulation the partition of the micro-batches before stays alive beside the next one's.
   With optimizer offload the GPU keeps the model, the buckets and a staging buffer of the largest parameter.
+- **Preference tuning**: a full fine-tune of dpo or kto keeps a frozen reference copy of the model (TRL's
+  ``ref_model``: the model's dtype, 16 bit under DeepSpeed, a partition of it under ZeRO-3; :func:`reference`);
+  LoRA's reference is the base itself (adapters off: no copy); orpo and simpo have none.
+- **QLoRA** (bitsandbytes): every linear layer of the frozen base packed to 4 bits (two weights a byte) with an
+  absmax per 64-weight block, itself quantized to 8 bits with one fp32 constant per 256 blocks (double
+  quantization); or 8 bits with an fp32 scale per output row. Embeddings, norms and the head stay 16 bit
+  (:func:`quantized_saving`). The packed bytes are stored in the compute dtype so ZeRO-3 shards them.
 - **ZeRO-3** (``stage3.py``): 16-bit partitions (2Ψ/N; LoRA adapters made after ``zero.Init`` stay fp32),
   small parameters (≤ 10·H elements: norms, biases) whole on every GPU, a flat 16-bit gradient buffer (2P/N,
   allocated at init), one reduce bucket (``reduce_bucket_size``: H² when "auto"). Parameters in use are
@@ -53,16 +61,25 @@ class States:
     side: int = 0  # memory DeepSpeed takes on its own CUDA streams: pools the main stream cannot reuse
     first_step: int = 0  # ZeRO-2's gradient copies at the first step, below AdamW's states created then
     holes: int = 0  # ranges set-up frees before the first pass (ZeRO-2), which the passes' blocks may fill
+    accumulated: int = 0  # ZeRO-1/2 with accumulation: the micro-batches' summed partition, alive through the next ones
 
     @property
     def resident(self) -> int:
         return self.weights + self.optimizer + self.grads + self.buffers
 
 
-def small_params(shape: ModelShape) -> int:
-    """Parameters ZeRO-3 keeps whole on every GPU (≤ 10·H elements each): norms, biases."""
+def small_params(shape: ModelShape, threshold: int = 0) -> int:
+    """Parameters ZeRO-3 keeps whole on every GPU (``stage3_param_persistence_threshold`` elements each or fewer;
+    "auto": 10·H): norms, biases, and the linears under a larger threshold."""
+    if shape.census:  # the traced model's parameters by size
+        limit = threshold or 10 * shape.hidden
+        return sum(n * count for n, count in shape.census["sizes"] if n <= limit)
     biases = sum(lin.fan_out for lin in shape.linears if lin.bias)
-    return shape.layers * (shape.extra_layer_params + biases) + shape.final_norm_params
+    small = shape.layers * (shape.extra_layer_params + biases) + shape.final_norm_params
+    if threshold > 10 * shape.hidden:
+        small += shape.layers * sum(lin.fan_in * lin.fan_out for lin in shape.linears if lin.fan_in * lin.fan_out <= threshold)
+        small += shape.embedding_params if shape.embedding_params <= threshold else 0
+    return min(small, shape.params)
 
 
 def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
@@ -118,7 +135,13 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
         out.flush = {"after": min(rbs, trainable), "bytes": gpart + half * min(rbs, trainable)}
         out.grads_end = gpart
         out.step_extra = gpart + 4 * trainable // (n if stage >= 2 else 1)  # flat 16-bit copy, then its fp32 copy
-        out.first_step = out.step_extra  # ... made before AdamW's states exist (see memory.first_step_layout)
+        out.first_step = out.step_extra  # ... made before AdamW's states exist (see reserve.first_step_layout)
+        if s.accumulation > 1:
+            # between micro-batches the epilogue keeps views of the partition it filled (all_grad_tensors); the next
+            # backward fills a new partition and adds it in: the forward passes after the first hold one partition
+            # more, the flushes after it two (stage_1_and_2.independent_gradient_partition_epilogue)
+            out.accumulated = gpart
+            out.side += gpart if s.overlap_comm else 0
         # set-up frees the 16-bit parameters once flattened into one buffer, and the partition's 16-bit clone once
         # converted to the fp32 master copy (stage_1_and_2.py __init__)
         out.holes = half * trainable + half * trainable // n
@@ -128,7 +151,7 @@ def states(shape: ModelShape, s, trainable: int, psi: int) -> States:
 def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half: int, n: int) -> States:
     lora = s.finetuning == "lora"
     adapter = 4 if (lora and s.half) else half  # adapters made after zero.Init stay fp32
-    small = small_params(shape)
+    small = small_params(shape, s.persistence)
     rbs = s.reduce_bucket or shape.hidden * shape.hidden
     out.buffers += half * small + half * rbs  # small parameters whole, one reduce bucket
     parts = half * (frozen - (small if lora else 0)) + adapter * trainable - (0 if lora else half * small)
@@ -145,7 +168,7 @@ def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half:
     # Read from the trace rule, a parameter stays gathered when used again within ``reuse`` elements, i.e. the last
     # reuse/2 of the forward pass; the 1.1 B Llama's offload runs (benchmarks/results/h200.json) hold ~reuse.
     live = min(psi - small, reuse)
-    live += int(0.9 * shape.hidden * shape.hidden)  # the prefetch bucket ("auto": 0.9 H²)
+    live += s.prefetch_bucket or int(0.9 * shape.hidden * shape.hidden)  # the prefetch bucket ("auto": 0.9 H²)
     if s.offload_param or n > 1:  # on one GPU a gathered parameter is its own partition; else a new whole buffer
         out.live_params = half * live
     head_trains = not lora or "lm_head" in s.lora_target
@@ -157,3 +180,30 @@ def _zero3(shape: ModelShape, s, out: States, trainable: int, frozen: int, half:
     if s.offload_param:
         out.host += pow2(half * max(parts, 0) // n)
     return out
+
+
+def reference(shape: ModelShape, s, psi: int) -> int:
+    """Bytes per device of a frozen reference copy of the model (full fine-tuning of dpo or kto), placed as the model
+    is: 16 bit under DeepSpeed, sharded at ZeRO-3; the weights' dtype without it."""
+    if not s.reference:
+        return 0
+    if s.deepspeed:
+        return (2 if s.half else 4) * psi // (max(1, s.world) if s.stage == "3" else 1)
+    return (2 if s.weights16 else 4) * psi
+
+
+def quantized_bytes(numel: int, bits: int) -> int:
+    """Bytes of ``numel`` quantized weights with their constants: 4 bit NF4 with double quantization (an 8-bit
+    absmax per 64 weights, an fp32 constant per 256 absmaxes), or 8 bit with ~an fp32 scale per row (per 4096)."""
+    if bits == 4:
+        return numel // 2 + numel // 64 + 4 * (numel // (64 * 256) + 1)
+    return numel + 4 * (numel // 4096 + 1)
+
+
+def quantized_saving(shape: ModelShape, s) -> int:
+    """What QLoRA takes off the frozen base's weights on one device: every linear layer of every block quantized."""
+    if not s.quant_bits or s.finetuning != "lora":
+        return 0
+    linear = shape.layers * sum(lin.fan_in * lin.fan_out for lin in shape.linears)
+    held = 2 if s.half else 4  # the base as it would load otherwise (16 bit under DeepSpeed or LoRA's bf16 base)
+    return max(0, held * linear - quantized_bytes(linear, s.quant_bits)) // (max(1, s.world) if s.stage == "3" else 1)

@@ -15,21 +15,25 @@ Light on purpose (stdlib + psutil): the web server and the CLI import it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from .. import files, words
+from .. import files, words, workspace
 from ..job import command, folders, manifest, modelinfo, record, spec as specmod
 from ..job.quoting import shell_line
 from ..job.registry import Registry, RegistryError
 from ..planner.record import record_plan
 from ..words import Msg, say
 from . import executor, executors, outcome, stall
-from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, kept_aside, read_state, read_worker, settle
+from .state import GRACE_S, LAUNCH_WAIT_S, JobState, from_json, kept_aside, read_state, read_worker, settle, worker_unloads_in
 
+# a chat worker's grace between SIGTERM and SIGKILL: it ends within a token when asked, and holds nothing a SIGKILL
+# could spoil (no checkpoint, no ranks); a hung one must not keep a Start waiting for torchrun's 30 s
+WORKER_GRACE_S = 5.0
 FOREIGN_WAIT_ENV = "ZEROBOARD_WAIT_FOREIGN_S"  # wait this long for another workspace's job to free the devices
 FOREIGN_POLL_S = 2.0
 
@@ -246,7 +250,8 @@ class JobManager:
         files.write_text_atomic(run / record.COMMAND_FILE, json.dumps(cmd, indent=2, ensure_ascii=False) + "\n")
         requested = time.time()
         files.write_text_atomic(run / record.LAUNCH_FILE, json.dumps({
-            "source": source, "requested": requested, "launcher": "chat", "kind": "chat", "grace_s": self.grace_s,
+            "source": source, "requested": requested, "launcher": "chat", "kind": "chat",
+            "grace_s": min(self.grace_s, WORKER_GRACE_S),
             "index": str(self.index.resolve()), "trainer_dir": str(run)}, indent=2) + "\n")
         with open(run / record.SUPERVISOR_LOG, "ab") as err:
             sup, ctime = executor.start_supervisor(run, cmd["cwd"], err)
@@ -278,7 +283,7 @@ class JobManager:
             if other is None or not other.active or (peer is not None and entry.get("peer") == peer):
                 continue
             if Path(other.run_dir).resolve() == run or other.output.resolve() == out:
-                return say("run.busy_folder", run=other.run_dir, status=say(f"status.{other.status}"),
+                return say("run.busy_folder", run=workspace.shown(other.run_dir), status=say(f"status.{other.status}"),
                            source=_source(other.source), pid=other.launcher_pid or other.supervisor_pid or "-")
             if executor.overlap(other.device_kind, other.devices, device_kind, devices):
                 return busy_message(other)
@@ -399,12 +404,13 @@ def _size(path: Path) -> int:
 
 def busy_message(job: JobState) -> Msg:
     what = say("run.cpu_processes") if job.device_kind == "cpu" else say("run.gpus", ids=",".join(map(str, job.devices)))
-    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory)
+    if job.kind == "chat":  # named by what it holds, as the worker said it (the model, its memory), and when it goes
         info = read_worker(job.run_dir)
-        memory = info.get("memory_bytes")
-        return say("run.busy_chat", what=what, model=info.get("name") or info.get("model") or "?",
-                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-")
-    return say("run.busy", what=what, run=job.run_dir, status=say(f"status.{job.status}"), source=_source(job.source),
+        memory, left = info.get("memory_bytes"), worker_unloads_in(info)
+        return say("run.busy_chat", what=what, model=workspace.shown(info.get("name") or info.get("model") or "?"),
+                   memory=f"{memory / 2**30:.2f} GiB" if memory else "?", pid=job.launcher_pid or job.supervisor_pid or "-",
+                   idle=f"{(info.get('idle_s') or 0) / 60:g}", left="?" if left is None else max(1, math.ceil(left / 60)))
+    return say("run.busy", what=what, run=workspace.shown(job.run_dir), status=say(f"status.{job.status}"), source=_source(job.source),
                pid=job.launcher_pid or job.supervisor_pid or "-")
 
 

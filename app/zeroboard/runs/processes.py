@@ -171,6 +171,9 @@ def stop_job(state: JobState, log, reap=None) -> list[int]:
         if state.launcher == "deepspeed":
             log(say("run.stop_sigterm_group", pid=launcher.pid))
             _killpg(launcher.pid, signal.SIGTERM)
+        elif state.kind == "chat":  # one process, no ranks to forward it to
+            log(say("run.stop_sigterm_worker", pid=launcher.pid))
+            send(launcher, signal.SIGTERM)
         else:
             log(say("run.stop_sigterm_launcher", launcher=state.launcher, pid=launcher.pid))
             send(launcher, signal.SIGTERM)

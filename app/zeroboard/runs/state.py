@@ -163,6 +163,15 @@ def read_worker(run_dir: str | Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def worker_unloads_in(info: dict) -> float | None:
+    """Seconds until a chat worker unloads itself if nobody asks it anything, from its worker.json (its idle_s and
+    the end of its last request); None while it loads (or for a worker.json that does not say)."""
+    last, idle = info.get("last_request"), info.get("idle_s")
+    if info.get("status") != "ready" or not isinstance(last, (int, float)) or not isinstance(idle, (int, float)):
+        return None
+    return max(0.0, last + idle - time.time())
+
+
 def write_state(state: JobState) -> None:
     """The supervisor's write (it holds the lock). Raises OSError (a full disk, say); the old file stays whole."""
     files.write_text_atomic(state.path / STATE_FILE, json.dumps(state.to_json(), indent=2, ensure_ascii=False) + "\n")

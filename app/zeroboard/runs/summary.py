@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import words
 from ..job import record, spec as specmod
 from ..job.record import STATE_FILE
 from .manager import JobManager
@@ -146,6 +147,7 @@ class RunSummary:
     planned_bytes: int | None = None  # the plan's per-device figure, comparable with ``peaks``
     started: float | None = None
     ended: float | None = None
+    compile_s: float = 0.0  # of the run's time, how long it compiled DeepSpeed's ops (training/ops.py), not training
     archived: bool = False
     has_eval: bool = False  # the job evaluates (a validation split or an evaluation set)
     output: str = ""  # where the trainer wrote (events, weights): the run folder, except for a node's part of a job
@@ -161,13 +163,28 @@ class RunSummary:
         return self.status in ACTIVE
 
     def duration(self, now: float | None = None) -> float | None:
+        """From start to end (to now while active), the ops' compile time left out (``compile_s`` says it apart)."""
         if self.started is None:
             return None
         end = self.ended if self.ended is not None else (now or time.time()) if self.active else None
-        return None if end is None else max(0.0, end - self.started)
+        return None if end is None else max(0.0, end - self.started - self.compile_s)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def duration_text(s: RunSummary, lang: str, now: float | None = None) -> str:
+    """A run's duration as the Runs tab and ``zeroboard runs`` show it: its time without the ops' compile, and the
+    compile apart when there was one (``4:00 (+ 2:40 compiling DeepSpeed ops)``)."""
+    took = s.duration(now)
+    if took is None:
+        return "-"
+    return clock(took) if s.compile_s < 1 else words.text("runs.duration_compile", lang, took=clock(took), compile=clock(s.compile_s))
 
 
 def _attempt(events: list[dict]) -> list[dict]:
@@ -207,7 +224,7 @@ def from_events(s: RunSummary, events: list[dict]) -> None:
     last_log = next((e for e in reversed(events) if e.get("event") == "log"), None)
     if last_log is not None:
         s.step, s.total_steps = last_log.get("step"), last_log.get("total_steps")
-        s.loss = last_log.get("loss")
+        s.loss = record.last_loss(events)
     start = next((e for e in reversed(events) if e.get("event") == "start"), None)
     if s.total_steps is None and start is not None:
         s.total_steps = start.get("total_steps")
@@ -217,6 +234,11 @@ def from_events(s: RunSummary, events: list[dict]) -> None:
     end = next((e for e in reversed(events) if e.get("event") == "end"), None)
     if end is not None and s.status == "finished":
         s.step = (end.get("result") or {}).get("global_step", s.step)
+    # the compile time: as the end event sums it, or (a run that ended otherwise, or still going) each op's event
+    compiled = {e.get("op"): e.get("seconds") for e in events if e.get("event") == "compiled"}
+    total = end.get("compile_s") if end is not None else None
+    s.compile_s = float(total) if isinstance(total, (int, float)) else \
+        sum(v for v in compiled.values() if isinstance(v, (int, float)))
     if logs:
         s.tokens_per_sec, s.step_time = _speed(logs)
     s.peak_kind = "torch_peak_bytes" if s.device_kind == "cuda" else "rss_peak_bytes"

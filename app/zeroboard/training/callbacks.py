@@ -93,6 +93,31 @@ def nvml_sampler() -> NvmlSampler | None:
     return _sampler["it"]
 
 
+# glibc's threshold from which a block is mapped on its own (and unmapped when freed), fixed here for CPU ranks
+MMAP_THRESHOLD = 256 << 10
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+
+
+def return_freed_memory() -> bool:
+    """CPU ranks: large freed blocks go back to the system at once, so that the RSS peak is what the tensors needed.
+
+    glibc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed; from then on blocks below it
+    come from the heap, whose freed ranges a later, differently sized request often cannot reuse. The RSS of a rank
+    then climbs step after step, by as much as the order of frees allows: measured on two CPU processes, the same
+    stage-3 run peaked 60 MiB apart from one run to the next, above the unsplit run. With a fixed threshold of
+    256 KiB (every weight, gradient and optimizer state of the lesson's model is larger) the peak is reached in the
+    first step and repeats to a few MiB. The tiny demo's tensors stay below it and are placed as before.
+    Returns whether glibc took the setting (another C library: nothing changes)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
 def memory_now(torch) -> dict:
     """This rank's peak memory: the CUDA allocator's and NVML's, and (always) the process RSS peak."""
     mem = {"rank": RANK, "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
@@ -156,6 +181,23 @@ class TokenCounter:
         return out
 
 
+# what the preference trainers log that the events carry (TRL's names): the rewards of the chosen and the rejected
+# answers, their margin, how often the chosen wins (pairs); KTO's KL estimate
+PREFERENCE_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "kl")
+
+
+def preference_metrics(logs: dict) -> dict:
+    """A Trainer log's preference metrics as a log event carries them (``rewards``: chosen, rejected, margins,
+    accuracies; ``kl``); empty for SFT."""
+    out: dict = {}
+    rewards = {k.split("/")[1]: float(logs[k]) for k in PREFERENCE_METRICS if k.startswith("rewards/") and k in logs}
+    if rewards:
+        out["rewards"] = rewards
+    if logs.get("kl") is not None:
+        out["kl"] = float(logs["kl"])
+    return out
+
+
 def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float, speedups: dict):
     import torch
     import torch.distributed as dist
@@ -215,7 +257,7 @@ def make_callback(events: EventWriter, counter: TokenCounter, launched_at: float
             events.emit("log", step=step, total_steps=total, loss=logs.get("loss"), lr=logs.get("learning_rate"),
                         epoch=logs.get("epoch"), grad_norm=logs.get("grad_norm"),
                         tokens_per_sec=(tokens - self.tokens_last) / dt, tokens=tokens,
-                        elapsed=elapsed, eta=eta, memory=memory)
+                        elapsed=elapsed, eta=eta, memory=memory, **preference_metrics(logs))
             log.info("step %d/%d loss %.4f lr %.2e %.0f tok/s eta %s", step, total, logs["loss"],
                      logs.get("learning_rate", 0.0), (tokens - self.tokens_last) / dt,
                      f"{eta:.0f}s" if eta is not None else "?")

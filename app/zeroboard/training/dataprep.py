@@ -39,7 +39,7 @@ from ..data.formats import DataError
 from ..data.info import DatasetSource
 from ..job import mapping, spec as specmod
 from ..words import say
-from . import dataload, templates
+from . import dataload, prefdata, templates
 
 VERSION = 2  # of the rows this module writes: a change here makes new cache entries
 CACHE_ENV = "ZEROBOARD_DATA_CACHE"
@@ -70,6 +70,8 @@ def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> 
             "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
             "sizes": [job.max_cell_bytes, job.max_record_bytes],
             "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
+    if job.training_stage != "sft":  # a preference stage's rows (training.prefdata): SFT's keys stay as they were
+        what["stage"] = job.training_stage
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
@@ -161,6 +163,7 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     renderer = templates.Renderer.of(tokenizer)
+    kind = prefdata.kind_of(job.training_stage)  # a preference stage's rows: a pair, or an answer and its tag
     parts, read, phases = [], 0, {"read": 0.0, "tokenize": 0.0}
     for n, src in enumerate(sources):
         t = time.time()
@@ -169,10 +172,11 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         t = time.time()
         procs = workers(job, len(raw))
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
-        fn = TokenizeBatch(src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation,
-                           datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
+        common = (src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation,
+                  datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
+        fn = prefdata.PreferenceBatch(*common, kind=kind) if kind else TokenizeBatch(*common)
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
-                             features=_features(), num_proc=procs if procs > 1 else None,
+                             features=prefdata.features(kind) if kind else _features(), num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
         phases["tokenize"] += time.time() - t
         read += len(raw)
@@ -266,6 +270,9 @@ def tokenized(names: list[str], job: specmod.JobSpec, tokenizer, main_first=cont
 
     datasets.disable_progress_bars()
     sources = [datainfo.resolve(n, job.dataset_dir) for n in names]
+    for src in sources:  # pairs for dpo/orpo/simpo, tagged answers for kto, one answer for sft (checked before launch)
+        if (unfit := datainfo.stage_problem(src, job.training_stage)) is not None:
+            raise DataError(unfit)
     path = cache_root() / cache_key(sources, tokenizer, job)
     built = False
     with main_first():

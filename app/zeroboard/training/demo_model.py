@@ -1,8 +1,11 @@
-"""The built-in offline demo's model: a tokenizer trained on the demo data and a tiny Llama-style model.
+"""The built-in offline models: a tokenizer trained on the demo data, a tiny Llama-style model and the lesson's.
 
 No hub, no GPU: ``build_demo_model`` trains a byte-level BPE tokenizer on the
 demo text and saves a small Llama-style model with a chat template, after a
 short pretraining pass so that a LoRA run visibly teaches it who it is.
+``build_lesson_model`` saves a larger Llama of the same tokenizer, untrained,
+for the ZeRO lesson (``examples/lesson_zero.yaml``): full fine-tuning on two
+CPU processes where the model states, not the runtime, make the peak.
 Needs torch and transformers: the trainer or the CLI run it, never the web server.
 """
 
@@ -14,12 +17,18 @@ from pathlib import Path
 
 from ..data import convert
 from ..data.demo import write_demo_data
+from ..job.spec import LESSON_MODEL
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 SPECIAL_TOKENS = ["<|pad|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+# The lesson's Llama: 104 M parameters, 16 bytes each under AdamW in fp32 (weights, gradients, two moments) -- 1.6 GiB
+# per process unsplit against the ~0.5 GiB of Python, torch and DeepSpeed, so that the stages' savings show in each
+# process's peak on two CPU processes (benchmarks/lesson_stages.py); a step takes seconds on one core.
+LESSON_SIZES = dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                    num_key_value_heads=16)
 
 
 def _corpus(data_dir: Path) -> list[str]:
@@ -65,14 +74,11 @@ def pretrain(model, tokenizer, data_dir: Path, steps: int = 600, seed: int = 0) 
     return float(loss)
 
 
-def build_demo_model(model_dir: str | Path, data_dir: str | Path, seed: int = 0) -> Path:
-    """Train a tokenizer on the demo data and save a random tiny Llama next to it."""
-    import torch
+def train_tokenizer(data_dir: Path):
+    """The demo's byte-level BPE tokenizer, trained on the demo text (the same text gives the same tokenizer)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    out = Path(model_dir)
-    data_dir = write_demo_data(data_dir)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -82,22 +88,30 @@ def build_demo_model(model_dir: str | Path, data_dir: str | Path, seed: int = 0)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>",
                                         model_max_length=512)
     tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def llama(tokenizer, seed: int, **sizes):
+    """A randomly initialised Llama of these sizes for this tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=352, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=512, tie_word_embeddings=False,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+                         **sizes)
     model = LlamaForCausalLM(config)
-    pretrain(model, tokenizer, data_dir)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def save(model, tokenizer, out: Path, built_by: str, seed: int) -> Path:
+    """Saved beside the folder, then moved into place: a half-written model never sits at ``out``."""
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "zeroboard_demo.json").write_text(json.dumps({"built_by": "zeroboard demo-model", "seed": seed}) + "\n")
+    (tmp / "zeroboard_demo.json").write_text(json.dumps({"built_by": built_by, "seed": seed}) + "\n")
     if out.exists():
         import shutil
 
@@ -106,8 +120,27 @@ def build_demo_model(model_dir: str | Path, data_dir: str | Path, seed: int = 0)
     return out
 
 
+def build_demo_model(model_dir: str | Path, data_dir: str | Path, seed: int = 0) -> Path:
+    """Train a tokenizer on the demo data and save a tiny Llama next to it, pretrained on the demo data."""
+    data_dir = write_demo_data(data_dir)
+    tokenizer = train_tokenizer(data_dir)
+    model = llama(tokenizer, seed, hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2)
+    pretrain(model, tokenizer, data_dir)
+    return save(model, tokenizer, Path(model_dir), "zeroboard demo-model", seed)
+
+
+def build_lesson_model(model_dir: str | Path, data_dir: str | Path, seed: int = 0) -> Path:
+    """The ZeRO lesson's model: the demo's tokenizer and a Llama of LESSON_SIZES, untrained (the lesson is memory)."""
+    data_dir = write_demo_data(data_dir)
+    tokenizer = train_tokenizer(data_dir)
+    return save(llama(tokenizer, seed, **LESSON_SIZES), tokenizer, Path(model_dir), "zeroboard demo-model --lesson", seed)
+
+
 def ensure_demo_model(model_dir: str | Path, data_dir: str | Path) -> Path:
+    """The built-in model at ``model_dir`` (the demo's or the lesson's), built now when it is missing."""
     out = Path(model_dir)
     if not (out / "config.json").is_file():
-        build_demo_model(out, data_dir)
+        lesson = out.resolve() == Path(LESSON_MODEL).resolve()
+        (build_lesson_model if lesson else build_demo_model)(out, data_dir)
     return out

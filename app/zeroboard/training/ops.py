@@ -8,11 +8,22 @@ first (a ``compile`` event and a log line), so the page can show the phase inste
 
 The ops are created through DeepSpeed's accelerator with the job's own environment (CPU accelerator on CPU,
 the same cleaned ``TORCH_CUDA_ARCH_LIST``), so what is built ahead is exactly what a job loads.
+
+Where they are built: torch's extension folder is one per user (``~/.cache/torch_extensions``), shared by every
+Python environment, and two environments (two venvs, two checkouts each with its own) rebuilt each other's ops in
+turn, 160 s a start on a 2-core machine.  So ZeroBoard gives each environment a folder of its own,
+:func:`extensions_dir` (keyed by the environment's resolved ``sys.prefix``, its Python, torch and DeepSpeed
+versions), set as ``TORCH_EXTENSIONS_DIR`` in the processes that build or load an op: every rank of a job
+(:func:`load_for_job`, whoever started it: the page, the CLI, the queue, Slurm on its node) and ``zeroboard
+build-ops`` (:func:`job_env`).  A ``TORCH_EXTENSIONS_DIR`` the user set wins (the container image's
+``/opt/torch-extensions``).  It is set in those processes, not in the job's command: the command box shows no
+machine's folder, and a command copied to another machine computes that machine's own.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -21,7 +32,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from ..job import command, devices
+from ..job import command, devices, modelinfo
 from ..words import DEFAULT, text
 
 # what `zeroboard build-ops` builds: every op a job of this kind can load
@@ -32,14 +43,39 @@ HEARTBEAT_S = 15.0
 STALE_AFTER_S = 10.0  # a build lock this old with nobody compiling was left by a stopped compile
 
 
+EXTENSIONS_ENV = "TORCH_EXTENSIONS_DIR"
+
+
+def extensions_dir(prefix: str | Path | None = None) -> Path:
+    """This Python environment's own folder for compiled ops, under torch's (``$XDG_CACHE_HOME/torch_extensions``):
+    named by the Python, torch and DeepSpeed versions it builds with, and a hash of the environment's folder
+    (resolved: a checkout whose ``.venv`` links to another's shares that one's builds)."""
+    where = Path(prefix or sys.prefix).resolve()
+    versions = f"py{sys.version_info.major}{sys.version_info.minor}-torch{modelinfo.version('torch') or 'none'}" \
+               f"-ds{modelinfo.version('deepspeed') or 'none'}"
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torch_extensions"
+    return root / f"zeroboard-{versions}-{hashlib.sha256(str(where).encode()).hexdigest()[:10]}"
+
+
+def extensions_env() -> dict[str, str]:
+    """``{TORCH_EXTENSIONS_DIR: extensions_dir()}``, or nothing where the user set that variable (theirs wins)."""
+    return {} if os.environ.get(EXTENSIONS_ENV) else {EXTENSIONS_ENV: str(extensions_dir())}
+
+
+def own_extensions() -> None:
+    """This environment's extension folder for every op torch builds or loads in this process from here on."""
+    os.environ.update(extensions_env())
+
+
 def job_env(kind: str) -> dict[str, str]:
-    """The part of a job's environment that decides how DeepSpeed builds an op (see job.command.build).
+    """The part of a job's environment that decides how and where DeepSpeed builds an op: the accelerator (see
+    job.command.build) and the extension folder (:func:`extensions_env`, which a job's ranks set themselves).
 
     CUDA is named, not left to DeepSpeed: where it sees no GPU (``docker build``) it picks its CPU accelerator, whose
     builders make CPU ops under the same names (``fused_adam``): a GPU job would then compile its own at start, unannounced."""
     if kind == "cpu":
-        return {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
-    return {"DS_ACCELERATOR": "cuda", **command.arch_env()}
+        return {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", **extensions_env()}
+    return {"DS_ACCELERATOR": "cuda", **command.arch_env(), **extensions_env()}
 
 
 def needed(device_type: str, ds_config: dict | None) -> list[str]:
@@ -62,10 +98,10 @@ def builder(class_name: str):
 def is_built(op) -> bool:
     """Installed with DeepSpeed, or compiled before into torch's extension folder by this installation.
 
-    The folder is shared by every Python environment of the user: a build from another one (another venv) names that
-    one's torch in its ``build.ninja`` (headers and libraries), and loading it here compiles again; so does a
-    library older than its recipe.  (DeepSpeed's sources are not checked: a source checkout names them by another
-    path than an installed package.)"""
+    A folder the user set (``TORCH_EXTENSIONS_DIR``) may be shared by several Python environments: a build from
+    another one (another venv) names that one's torch in its ``build.ninja`` (headers and libraries), and loading it
+    here compiles again; so does a library older than its recipe.  (DeepSpeed's sources are not checked: a source
+    checkout names them by another path than an installed package.)"""
     from deepspeed.git_version_info import installed_ops
 
     if installed_ops.get(op.name):
@@ -134,6 +170,7 @@ def load_for_job(device_type: str, ds_config: dict | None, announce, clear_stale
     compiles (ranks that find another rank compiling wait for it inside ``load``).  ``clear_stale``: this process
     is the one of its machine that removes a stale build lock (see wait_out_lock)."""
     own_ninja()  # also for the ops DeepSpeed loads itself later in this process
+    own_extensions()  # the folder build-ops built them in, whoever started this job
     for name in needed(device_type, ds_config):
         op = builder(name)
         if op is None or not op.is_compatible(False):
@@ -161,6 +198,7 @@ def build_one(class_name: str) -> dict:
     """In a child process: build one op; the result as a dict (op, status: there | built | skipped | failed)."""
     started = time.time()
     own_ninja()
+    own_extensions()  # build_all's environment names it already; run by hand, the same folder
     try:
         op = builder(class_name)
         if op is None or not op.is_compatible(False):
@@ -180,7 +218,8 @@ def build_all(kind: str, lang: str = DEFAULT, out=None, only: list[str] | None =
     out = out or functools.partial(print, flush=True)
     env = {**os.environ, **job_env(kind), "PYTHONUNBUFFERED": "1"}
     names = tuple(only) if only else MACHINE_OPS[kind]
-    out(text("ops.start", lang, kind=kind, ops=", ".join(OP_NAMES.get(n, n) for n in names)))
+    out(text("ops.start", lang, kind=kind, ops=", ".join(OP_NAMES.get(n, n) for n in names),
+             folder=env.get(EXTENSIONS_ENV) or "?"))
     started = time.time()
     children = {n: subprocess.Popen([sys.executable, "-m", __name__, n], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for n in names}

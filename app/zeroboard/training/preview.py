@@ -13,13 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..job import spec as specmod
-from . import dataprep, templates
+from . import dataprep, prefdata, templates
 
 
 def tokenizer_for(job: specmod.JobSpec):
     from transformers import AutoTokenizer
 
-    if job.model_name_or_path == specmod.DEMO_MODEL and not (Path(job.model_name_or_path) / "config.json").is_file():
+    built_here = job.model_name_or_path in (specmod.DEMO_MODEL, specmod.LESSON_MODEL)  # the demo's and the lesson's
+    if built_here and not (Path(job.model_name_or_path) / "config.json").is_file():
         from .demo_model import ensure_demo_model
 
         ensure_demo_model(job.model_name_or_path, job.dataset_dir)
@@ -48,17 +49,24 @@ def report(job: specmod.JobSpec, n: int = 5) -> dict:
     info = data.info
     names = [s["name"] for s in info["sources"]]
     samples = []
+    kind = prefdata.kind_of(job.training_stage)  # a preference row: its chosen (or judged) answer, and the other
     for row in data.full.select(range(min(n, len(data.full)))):
-        samples.append({"dataset": names[row["source"]], "record": row["record"], "tokens": row["length"],
-                        "full_tokens": row["full_length"], "learned": row["learned"],
-                        "truncated": row["full_length"] > job.cutoff_len,
-                        "segments": segments(tokenizer, row["input_ids"], row["labels"])})
+        seq = prefdata.sft_view(row, kind) if kind else row
+        sample = {"dataset": names[row["source"]], "record": row["record"], "tokens": row["length"],
+                  "full_tokens": row["full_length"], "learned": row["learned"],
+                  "truncated": row["full_length"] > job.cutoff_len,
+                  "segments": segments(tokenizer, seq["input_ids"], seq["labels"])}
+        if kind == "pairwise":
+            sample["rejected_segments"] = segments(tokenizer, seq["other_ids"], seq["other_labels"])
+        elif kind == "kto":
+            sample["kto_tag"] = seq["kto_tag"]
+        samples.append(sample)
     stats = {k: info[k] for k in ("records", "samples", "tokens", "learned_tokens", "truncated", "answer_lost", "skipped",
                                   "problems")}
     stats["train_samples"] = len(data.train)
     stats["eval_samples"] = len(data.eval) if data.eval is not None else 0
     if data.eval_info is not None:
         stats["eval"] = {k: data.eval_info[k] for k in ("samples", "tokens", "truncated", "answer_lost", "skipped")}
-    return {"template": applied.name, "added_tokens": applied.added, "eos_token": tokenizer.eos_token,
+    return {"template": applied.name, "training_stage": job.training_stage, "added_tokens": applied.added, "eos_token": tokenizer.eos_token,
             "cutoff_len": job.cutoff_len, "datasets": info["sources"], "stats": stats, "samples": samples,
             "cache": [str(p) for p in data.paths], "tokenized": data.built, "seconds": round(data.seconds, 3)}

@@ -27,7 +27,7 @@ from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
 from . import dataprep, ops, profiling, templates, trackers, trials
-from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback
+from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback, return_freed_memory
 from .packing import PackedRows
 from .speedups import Speedups
 
@@ -64,8 +64,13 @@ def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) ->
         time.sleep(0.5)
 
 
+COMPILED_S: dict[str, float] = {}  # seconds spent compiling each DeepSpeed op, in this process (the end event says it)
+
+
 def announce_compile(events: EventWriter, kind: str, **fields) -> None:
     """Rank 0 tells the page and the log that it compiles a DeepSpeed op (other ranks wait for it)."""
+    if kind == "compiled":
+        COMPILED_S[fields["op"]] = float(fields.get("seconds") or 0)
     if RANK == 0:
         events.emit(kind, **fields)
         log.info("%s", say(f"train.{kind}", **fields))
@@ -83,6 +88,11 @@ def trainer_kwargs(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups
 
 
 def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Speedups):
+    """TrainingArguments; for a preference stage, TRL's config of that stage (the same arguments and its own)."""
+    if job.training_stage != "sft":
+        from . import preference
+
+        return preference.arguments(job, trainer_kwargs(job, ds_config, speed))
     from transformers import TrainingArguments
 
     return TrainingArguments(**trainer_kwargs(job, ds_config, speed))
@@ -106,6 +116,9 @@ def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
                  info["answer_lost"], info["skipped"], "tokenized" if data.built else "read from the cache", data.seconds)
         for p in info["problems"][:3]:
             log.warning("skipped %s record %d: %s", p["where"], p["record"], say_json(p["message"]))
+    if job.training_stage != "sft":  # a pair or a tagged answer per row: the stage's trainer picks its columns
+        return data.train, data.eval, data
+
     def rows(ds):
         if ds is None:
             return None
@@ -148,29 +161,53 @@ def weights_dtype(job: specmod.JobSpec, ds_config: dict | None):
     return dtype if weights.loads_16bit(mode) else torch.float32
 
 
-def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | None = None):
-    """The model; ``vocab``: the tokenizer's size after a template added tokens (the embeddings grow to it)."""
+def quantization(job: specmod.JobSpec, torch_dtype):
+    """QLoRA's bitsandbytes config: 4-bit NF4 with double quantization (the absmax of each 64-weight block quantized
+    again), computing in the run's dtype and storing the packed weights in it too, so that ZeRO-3 shards them as any
+    other tensor of that dtype; or 8 bit."""
+    from transformers import BitsAndBytesConfig
+
+    if job.quantization_bit == 8:
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch_dtype, bnb_4bit_quant_storage=torch_dtype)
+
+
+def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | None = None, reference: bool = False):
+    """The model and its LoRA config (None for full fine-tuning); ``vocab``: the tokenizer's size after a template
+    added tokens (the embeddings grow to it). SFT wraps the adapters here; a preference stage's trainer (TRL) does,
+    so that its reference is the base with the adapters off. ``reference``: a full fine-tune's frozen copy."""
     from transformers import AutoModelForCausalLM
 
     extra = {"attn_implementation": speed.attn} if speed.attn else {}
+    if job.quantization_bit:
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        extra["quantization_config"] = quantization(job, torch_dtype)
+        if not is_deepspeed_zero3_enabled():  # each rank's quantized copy on its own GPU (ZeRO-3 places its shards)
+            extra["device_map"] = {"": LOCAL_RANK}
     model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
     grown = vocab is not None and vocab > model.get_input_embeddings().weight.shape[0]
     if grown:
         model.resize_token_embeddings(vocab)
-    if job.finetuning_type == "lora":
-        from peft import LoraConfig, get_peft_model
+    if reference:
+        return model.eval().requires_grad_(False), None
+    if job.finetuning_type != "lora":
+        return model, None
+    from peft import LoraConfig, get_peft_model
 
-        target = "all-linear" if job.lora_target == ["all"] else job.lora_target
-        # new tokens' embeddings start untrained: with LoRA they would stay so unless the layers are trained whole
-        save = [n for n, m in model.named_modules() if m in (model.get_input_embeddings(), model.get_output_embeddings())]
-        cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
-                         lora_dropout=job.lora_dropout, target_modules=target,
-                         modules_to_save=[n.rpartition(".")[2] for n in save] if grown else None)
-        if job.gradient_checkpointing:
-            model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
-        # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
-        model = get_peft_model(model, cfg, autocast_adapter_dtype=not job.pure_bf16)
-    return model
+    target = "all-linear" if job.lora_target == ["all"] else job.lora_target
+    # new tokens' embeddings start untrained: with LoRA they would stay so unless the layers are trained whole
+    save = [n for n, m in model.named_modules() if m in (model.get_input_embeddings(), model.get_output_embeddings())]
+    cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
+                     lora_dropout=job.lora_dropout, target_modules=target,
+                     modules_to_save=[n.rpartition(".")[2] for n in save] if grown else None)
+    if job.gradient_checkpointing:
+        model.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
+    if job.training_stage != "sft":
+        return model, cfg
+    # peft makes fp32 adapters by default; pure bf16 keeps them in the model's dtype
+    return get_peft_model(model, cfg, autocast_adapter_dtype=not job.pure_bf16), None
 
 
 def resume_checkpoint(job: specmod.JobSpec) -> str | None:
@@ -223,6 +260,8 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
         "deepspeed_stage": stage,  # the effective stage: from the DeepSpeed JSON the run used
         "offload": {"optimizer": off_opt, "parameters": off_par},
         "precision": job.precision,
+        "training_stage": job.training_stage,  # sft, or the preference stage (the weights load the same way)
+        "quantization_bit": job.quantization_bit,  # QLoRA: the base the adapter was trained on, quantized
         "stopped_early": trainer.state.global_step < trainer.state.max_steps,  # "save and stop" ended it
         "loads_with": loads_with,
         "trackers": [w.to_dict() for w in jobtrackers.for_job(job)],  # where each wrote, and how to open it
@@ -238,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [a for a in argv if not a.startswith("--local_rank")]  # older launchers add it
     job = specmod.from_flags(argv)
+    if job.device_type == "cpu":  # before the model and its states are allocated: the RSS peak is what they need
+        return_freed_memory()
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(out)
@@ -259,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         trackers.finish(ok)
         shutdown()
     if RANK == 0:
-        events.emit("end", status="finished", result=result)
+        # the run's time spent compiling ops, which its duration on the Runs tab leaves out (and names apart)
+        events.emit("end", status="finished", result=result, compile_s=round(sum(COMPILED_S.values()), 1))
         log.info("finished: saved %s in %s", result.get("kind"), out)
     return 0
 
@@ -277,7 +319,7 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         # the values the preview named for this placement and model (job.dstune); a preset file stays as written
         ds_config, tuned = dstune.for_run(ds_config, job.deepspeed, dstune.world_size(), job.model_name_or_path,
                                           job.gradient_checkpointing, job.finetuning_type == "lora", job.lora_rank,
-                                          job.lora_target)
+                                          job.lora_target, device=job.device_type)
     if RANK == 0:
         (Path(job.output_dir) / record.JOB_FILE).write_text(specmod.dump_yaml(job), encoding="utf-8")
         if tuned:
@@ -319,7 +361,16 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     rows, eval_rows, data = prepare_data(job, tokenizer, args, events)
 
     # --- model -----------------------------------------------------------------------
-    model = load_model(job, weights_dtype(job, ds_config), speed, len(tokenizer) if len(tokenizer) > vocab_before else None)
+    dtype, vocab = weights_dtype(job, ds_config), len(tokenizer) if len(tokenizer) > vocab_before else None
+    model, peft_config = load_model(job, dtype, speed, vocab)
+    reference = None
+    if job.training_stage != "sft":
+        from . import preference
+
+        if preference.needs_reference(job):  # a frozen copy (under ZeRO-3 sharded as it loads); LoRA's is the base
+            reference, _ = load_model(job, dtype, speed, vocab, reference=True)
+        if RANK == 0:
+            log.info("%s", say(preference.reference_note(job), stage=job.training_stage))
     if dstune.needs_input_grads(ds_config, job.finetuning_type == "lora") and not job.gradient_checkpointing:
         model.enable_input_require_grads()  # ZeRO-3 leaf layers with LoRA: job.dstune says why
     tried = trials.apply(model, job.finetuning_type, speed.weights, placement.zero_setting(ds_config)[0])
@@ -332,16 +383,24 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
                                              low_bits=master.split_model(model)))
     if RANK == 0:
         log.info("speed-ups: %s", "; ".join(speed.notes + tried))
-    if RANK == 0 and job.finetuning_type == "lora":
+    if RANK == 0 and job.finetuning_type == "lora" and peft_config is None:
         trainable, total = model.get_nb_trainable_parameters()
         log.info("LoRA: %d of %d parameters trainable (%.2f%%)", trainable, total, 100 * trainable / total)
 
     # --- train -----------------------------------------------------------------------
-    counter = TokenCounter(tokenizer.pad_token_id)
+    sft = job.training_stage == "sft"
+    counter = TokenCounter(tokenizer.pad_token_id) if sft else preference.collator(job.training_stage, tokenizer.pad_token_id)
     callbacks = [make_callback(events, counter, launched_at, speed.to_dict()), profiling.callback(job.output_dir)]
-    trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=eval_rows, data_collator=counter,
-                      processing_class=tokenizer, callbacks=[c for c in callbacks if c is not None],
-                      optimizer_cls_and_kwargs=optimizer)
+    callbacks = [c for c in callbacks if c is not None]
+    if sft:
+        trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=eval_rows, data_collator=counter,
+                          processing_class=tokenizer, callbacks=callbacks, optimizer_cls_and_kwargs=optimizer)
+    else:  # TRL's trainer of the stage, on the same rows, arguments, callbacks and DeepSpeed config
+        trainer = preference.trainer(job, model, args, rows, eval_rows, tokenizer, counter, callbacks, reference,
+                                     peft_config)
+        if reference is not None and RANK == 0:  # as placed by TRL (a DeepSpeed engine of the run's config)
+            here, total = preference.held(trainer.ref_model)
+            log.info("%s", say("train.ref_held", here=f"{here:,}", total=f"{total:,}"))
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our own progress line says it better, once per rank-0 log

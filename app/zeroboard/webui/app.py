@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -14,7 +16,7 @@ from .. import words, workspace
 from ..job import devices, folders, spec
 from ..job.spec import DEMO_MODEL
 from ..runs.manager import JobManager
-from . import chat_page, pages, queue_page, runs_page, sessions, train_page  # noqa: F401 - pages register themselves
+from . import chat_page, first_paint, pages, queue_page, runs_page, sessions, train_page  # noqa: F401 - pages register themselves
 from .live import Live
 
 LANG_KEY = "zeroboard-lang"
@@ -24,19 +26,27 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PASSWORD_ENV = "ZEROBOARD_PASSWORD"
 USER_ENV = "ZEROBOARD_USER"
 
-# The command wraps between words, never inside a flag; the run's status strip stays in sight while the form scrolls
-# (gradio's container hides its overflow, which would make it the strip's scrolling box: clipping keeps the page's);
-# code boxes have no fold markers (whose tooltips gradio does not translate: the JSON is short).
+# The command wraps between words, never inside one (a flag, a path: see handlers.command_html); the run's status
+# strip stays in sight while the form scrolls (gradio's container hides its overflow, which would make it the strip's
+# scrolling box: clipping keeps the page's);
+# code boxes have no fold markers (whose tooltips gradio does not translate: the JSON is short); gradio's progress
+# text ("processing | 8.3/2.4s", its queue position, in English only) never shows, nor reaches a screen reader: the
+# page says a run's state itself.
 # The last two rules: gradio fits a plot's chart to its card as if the label took no room, which cuts off the legend
 # below the chart; the label lies over the card's top padding instead.
 CSS = """
 .zb-invalid { border: 2px solid #dc2626 !important; border-radius: 8px; }
 .zb-invalid .info, .zb-invalid [data-testid="block-info"] { color: #dc2626 !important; }
-pre.zb-cmd { white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere; font-size: 0.85em; padding: 8px; margin: 0; }
+pre.zb-cmd { white-space: pre-wrap; word-break: normal; overflow-wrap: normal; overflow-x: auto; font-size: 0.85em;
+             padding: 8px; margin: 0; }
+pre.zb-cmd .zb-arg { white-space: nowrap; }
+details.zb-full > summary { cursor: pointer; font-size: 0.85em; padding: 4px 8px; color: var(--body-text-color-subdued); }
 #zb-strip { position: sticky; top: 0; z-index: 20; background: var(--background-fill-primary);
             border-bottom: 1px solid var(--border-color-primary); padding: 4px 0; }
 .gradio-container { overflow: clip !important; }
 .cm-foldGutter { display: none !important; }
+[data-testid=status-tracker].hide, [data-testid=status-tracker] .progress-text, [data-testid=status-tracker] .meta-text,
+[data-testid=status-tracker] .meta-text-center { display: none !important; }
 #zb-runs-table .cell-wrap { font-family: var(--font); font-size: 13px; }
 #zb-runs-table .text.wrap { word-break: normal; overflow-wrap: anywhere; }
 pre.zb-pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; max-height: 420px; overflow: auto;
@@ -107,46 +117,55 @@ def build_app(manager: JobManager | None = None, lang: str | None = None,
                 ctx.tab_items[page.id] = tab
         for page in pages.ordered():
             page.wire(ctx.views[page.id], ctx)
-        wire_language(ctx, title)
+        outputs, said = wire_language(ctx, title)
         wire_load(ctx)
         sessions.wire_upkeep(demo)
     for fn in demo.fns.values():  # the page's own events, not an API: nothing is listed for anyone (not even
         fn.api_visibility = "private"  # on the login page, which shows the API of public events to strangers)
+    # every word the switch says, in both languages, for the first paint; gradio reads its translations from this
+    # attribute (launch sets it from its i18n argument: serve passes it back)
+    demo.i18n_instance = first_paint.translate(outputs, said)
     return demo
 
 
-def wire_language(ctx: pages.Context, title: gr.Markdown) -> None:
-    """The language switch says every page's words again, and the tabs' labels, then Gradio's own words follow."""
+def wire_language(ctx: pages.Context, title: gr.Markdown) -> tuple[list, Callable[[str], list]]:
+    """The language switch says every page's words again, and the tabs' labels, then Gradio's own words follow.
+    Returns the blocks it relabels and the function that says their words in a language."""
     views = [ctx.views[p.id] for p in pages.ordered()]
 
     def relabel(lang: str):
         out = [u for view in views for u in view.relabel(lang)]
         out += [gr.update(label=words.label(p.label, lang)) for p in pages.ordered()]
-        return [*out, f"## {words.label('title', lang)}", gr.update(label=words.label("lang", lang))]
+        return [*out, gr.update(value=f"## {words.label('title', lang)}"), gr.update(label=words.label("lang", lang))]
 
     outputs = [o for view in views for o in view.relabel_outputs()] + [ctx.tab_items[p.id] for p in pages.ordered()]
     radio = ctx.lang_radio
     relabelled = radio.change(relabel, [radio], [*outputs, title, radio], show_progress="hidden")
     # a mark on the page once every label is in the new language: tests and the screenshot tool wait for it
     relabelled.then(None, [radio], None, js=FOLLOW_LANG_JS, show_progress="hidden")
+    return [*outputs, title, radio], relabel
 
 
 def wire_load(ctx: pages.Context) -> None:
     """A page opens (or reloads): its language first (?lang= in the URL, the reader's stored choice,
-    $ZEROBOARD_LANG, the browser's), then each page's own load steps -- all in one call, one round trip -- then
-    a mark the tests and the screenshot tool wait for."""
+    $ZEROBOARD_LANG, the browser's), in a quick call of its own (the switch then says every word that gradio's i18n
+    did not: the tabs not shown yet, a table's headers); then each page's own load steps -- all in one call, one
+    round trip -- then a mark the tests and the screenshot tool wait for."""
     stored = gr.BrowserState(None, storage_key=LANG_KEY, secret=LANG_SECRET)
     steps = [(fn, len(inputs), len(outputs)) for fn, inputs, outputs in ctx.loads]
-    inputs = [stored, *[c for _, ins, _ in ctx.loads for c in ins]]
-    outputs = [ctx.lang_radio, stored, *[c for _, _, outs in ctx.loads for c in outs]]
-    if len(set(map(id, outputs))) != len(outputs):
+    inputs = [ctx.lang_radio, *[c for _, ins, _ in ctx.loads for c in ins]]
+    outputs = [c for _, _, outs in ctx.loads for c in outs]
+    if len(set(map(id, outputs))) != len(outputs) or ctx.lang_radio in outputs:
         raise ValueError("duplicate load outputs")
 
-    def on_load(request: gr.Request, stored_lang, *values):
+    def pick_language(request: gr.Request, stored_lang):
         query = dict(request.query_params).get("lang") if request else None
         accept = request.headers.get("accept-language") if request else None
         lang = words.pick_lang(query, stored_lang, os.environ.get(words.LANG_ENV), accept)
-        out = [lang, lang if query else gr.skip()]  # a language asked for in the URL is the reader's choice too
+        return lang, lang if query else gr.skip()  # a language asked for in the URL is the reader's choice too
+
+    def on_load(lang, *values):
+        out = []
         for fn, n_in, n_out in steps:  # as gradio calls a handler: one output takes the value, several a sequence
             got = fn(*values[:n_in], lang)
             out += [got] if n_out == 1 else list(got)
@@ -154,10 +173,12 @@ def wire_load(ctx: pages.Context) -> None:
         return out
 
     io = dict(show_progress="hidden")
-    loaded = ctx.demo.load(on_load, inputs, outputs, **io).then(None, [ctx.lang_radio], None, js=FOLLOW_LANG_JS, **io)
+    picked = ctx.demo.load(pick_language, [stored], [ctx.lang_radio, stored], queue=False, **io)
+    loaded = picked.then(on_load, inputs, outputs, **io).then(None, [ctx.lang_radio], None, js=FOLLOW_LANG_JS, **io)
     # a mark on the page once the form is settled: tests and the screenshot tool wait for it, not for a while
     loaded.then(None, js="() => { document.body.dataset.zbLoaded = '1'; }", **io)
-    ctx.lang_radio.input(lambda value: value, [ctx.lang_radio], [stored], **io)
+    # the reader's choice: kept for the server (stored) and for the first paint of the next visit (first_paint.HEAD)
+    ctx.lang_radio.input(lambda value: value, [ctx.lang_radio], [stored], js=first_paint.REMEMBER_JS, **io)
 
 
 def ensure_demo_model() -> None:
@@ -168,9 +189,12 @@ def ensure_demo_model() -> None:
     if (Path(DEMO_MODEL) / "config.json").is_file():
         return
     print(words.text("page.demo_building", words.default_lang()), flush=True)
+    started = time.monotonic()  # said as measured: on a loaded 2-core machine it took 518 s, not the 15 s once promised
     done = subprocess.run([sys.executable, "-m", "zeroboard.cli", "demo-model"], capture_output=True, text=True)
     if done.returncode:
         print(words.text("page.demo_failed", words.default_lang(), log=done.stderr[-1500:]), file=sys.stderr)
+    else:
+        print(words.text("page.demo_built", words.default_lang(), seconds=f"{time.monotonic() - started:.0f}"), flush=True)
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
@@ -187,7 +211,8 @@ def serve(host: str = "127.0.0.1", port: int = 7860) -> int:
     try:
         # no demo.queue(): it would build the server app once more (~0.2 s of a 3 s start budget)
         demo.launch(server_name=host, server_port=port, auth=auth, css=CSS, show_error=True, ssr_mode=False,
-                    footer_links=[], quiet=False, run_history=False)
+                    footer_links=[], quiet=False, run_history=False, i18n=demo.i18n_instance,
+                    head=first_paint.head(os.environ.get(words.LANG_ENV)))
     except OSError as e:
         why = words.text("page.port_in_use", lang) if "empty port" in str(e) else str(e)
         print(words.text("page.cannot_serve", lang, host=host, port=port, why=why), file=sys.stderr)

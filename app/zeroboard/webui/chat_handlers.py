@@ -11,6 +11,7 @@ generator of the two histories, one more piece of text each time.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +19,12 @@ from pathlib import Path
 from .. import words, workspace
 from ..job import checks, devices as devmod, record
 from ..job.spec import DEMO_MODEL
-from ..outputs import chat_client, chat_target
+from ..outputs import chat_client, chat_settings, chat_target
 from ..outputs.inspect import OutputError
 from ..runs.manager import Busy, JobManager, StartError
 
 GiB = 1 << 30
-DEFAULTS = {"max_new_tokens": 128, "temperature": 0.0, "top_p": 1.0, "seed": 0, "idle_minutes": chat_client.IDLE_S / 60}
+DEFAULTS = {"max_new_tokens": 128, "temperature": 0.0, "top_p": 1.0, "seed": 0, "idle_minutes": chat_settings.IDLE_MINUTES}
 
 
 def targets(manager: JobManager) -> list[str]:
@@ -72,6 +73,7 @@ def _target(value: str) -> chat_target.Target:
     t = chat_target.resolve(value)
     if t.base and Path(t.base).exists() and not ws.readable(t.base, cache_ok=True):
         raise OutputError(words.say("check.read_outside", path=t.base, roots=ws.describe()))
+    t.name = workspace.shown(t.name)  # as the page names it: the status, the about line, the busy reason
     return t
 
 
@@ -88,7 +90,7 @@ def about(value: str | None, lang: str) -> tuple[str, str]:
     template = words.text("chat.template_named", lang, name=t.template) if t.template not in ("auto", "chat") else \
         words.text("chat.template_own", lang)
     return t.system, words.text("chat.about", lang, kind=words.text(f"chat.kind.{t.kind}", lang), name=t.name,
-                                base=words.text(base, lang, model=t.base or "-"), template=template,
+                                base=words.text(base, lang, model=workspace.shown(t.base) if t.base else "-"), template=template,
                                 precision=t.precision)
 
 
@@ -101,21 +103,40 @@ class Loaded:
     extra: dict = field(default_factory=dict)
 
 
-def status(manager: JobManager, folder: str | None, lang: str) -> str:
-    """The worker the session uses, as a line: what it holds, where, its memory, its idle timeout."""
+def _where(device_kind: str, devices: list[int], lang: str) -> str:
+    return words.label("chat.cpu", lang) if device_kind == "cpu" else "GPU " + ",".join(map(str, devices))
+
+
+def session_worker(manager: JobManager, folder: str | None, device_values: list[str] | None) -> chat_client.Worker | None:
+    """The worker this page talks to: the one its session loaded, else one on the devices it shows (found in the runs
+    index: a reloaded tab, another tab, the command line's)."""
     worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    where = parse_devices(device_values)
+    if worker is None and where is not None:
+        worker = next(iter(chat_client.on_devices(manager, *where)), None)
+    return worker
+
+
+def status(manager: JobManager, folder: str | None, lang: str, device_values: list[str] | None = None) -> str:
+    """The worker the page uses, as a line: what it holds, where, its memory, when it unloads itself."""
+    worker = session_worker(manager, folder, device_values)
     if worker is None:
         held = chat_client.find(manager)
         return words.text("chat.none_loaded", lang) if not held else words.text(
-            "chat.others_loaded", lang, names=", ".join(w.info.get("name") or "?" for w in held))
+            "chat.others_loaded", lang, names=", ".join(_named(w, lang) for w in held))
     info = worker.info
-    where = words.label("chat.cpu", lang) if worker.state.device_kind == "cpu" else \
-        "GPU " + ",".join(map(str, worker.state.devices))
+    where = _where(worker.state.device_kind, list(worker.state.devices), lang)
     if worker.status != "ready":
         return words.text("chat.loading", lang, name=info.get("name") or "?", where=where)
+    left = worker.unloads_in()
     return words.text("chat.ready", lang, name=info.get("name") or "?", where=where, dtype=info.get("dtype"),
                       memory=f"{(info.get('memory_bytes') or 0) / GiB:.2f}", seconds=info.get("load_s"),
-                      minutes=round((info.get("idle_s") or 0) / 60), pid=info.get("pid"))
+                      minutes=f"{(info.get('idle_s') or 0) / 60:g}", left="?" if left is None else max(1, math.ceil(left / 60)),
+                      pid=info.get("pid"))
+
+
+def _named(worker: chat_client.Worker, lang: str) -> str:
+    return f"{worker.info.get('name') or '?'} ({_where(worker.state.device_kind, list(worker.state.devices), lang)})"
 
 
 def load(manager: JobManager, value: str | None, device_values: list[str] | None, idle_minutes: float,
@@ -126,6 +147,10 @@ def load(manager: JobManager, value: str | None, device_values: list[str] | None
     where = parse_devices(device_values)
     if where is None:
         return Loaded(message=words.text("chat.bad_devices", lang))
+    try:
+        minutes = chat_settings.idle_minutes(idle_minutes)
+    except ValueError as e:
+        return Loaded(message=words.text("chat.load_refused", lang, why=words.tr(e.args[0], lang)))
     try:
         target = _target(value)
     except OutputError as e:
@@ -138,25 +163,31 @@ def load(manager: JobManager, value: str | None, device_values: list[str] | None
         else:
             if held is not None and held.state.source == "page":  # the page's own worker there: swap the model
                 chat_client.unload(manager, held)
-            worker = chat_client.start(manager, target, kind, gpus, idle_s=max(1.0, float(idle_minutes or 0)) * 60)
+            worker = chat_client.start(manager, target, kind, gpus, idle_s=minutes * 60)
             worker = chat_client.wait_ready(worker)
     except (Busy, StartError, OutputError) as e:
         return Loaded(message=words.text("chat.load_refused", lang, why=words.tr(e.args[0], lang)))
     return Loaded(worker, words.text("chat.loaded", lang, name=target.name), str(worker.folder), target.has_base)
 
 
-def unload(manager: JobManager, folder: str | None, lang: str) -> str:
-    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+def unload(manager: JobManager, folder: str | None, device_values: list[str] | None, lang: str) -> str:
+    """Unload the page's worker: the session's, else the one on the devices the page shows, whoever loaded it."""
+    worker = session_worker(manager, folder, device_values)
     if worker is None:
-        return words.text("chat.nothing_to_unload", lang)
-    gone = chat_client.unload(manager, worker)
-    mem = f"{(gone['freed_bytes'] or 0) / GiB:.2f}"
-    if gone["device_kind"] == "cpu":
-        return words.text("chat.unloaded_cpu" if gone["verified"] else "chat.unload_left", lang, memory=mem, pid=gone["pid"])
-    gpus = {g.index: g for g in devmod.detect_gpus()}
-    used = ", ".join(f"GPU {i}: {gpus[i].used_bytes / GiB:.1f} GiB" for i in gone["devices"] if i in gpus) or "-"
-    return words.text("chat.unloaded_gpu" if gone["verified"] else "chat.unload_left", lang, memory=mem,
-                      pid=gone["pid"], used=used)
+        where = parse_devices(device_values)
+        shown = _where(*where, lang) if where is not None else "-"
+        held = chat_client.find(manager)
+        return words.text("chat.nothing_to_unload", lang, where=shown) if not held else words.text(
+            "chat.nothing_here_others", lang, where=shown, names=", ".join(_named(w, lang) for w in held))
+    return "  \n".join(words.tr(m, lang) for m in chat_client.describe(chat_client.unload(manager, worker)))
+
+
+def unload_on(manager: JobManager, device_kind: str, devices: list[int], lang: str) -> list[str]:
+    """Unload every worker on these devices (the Train page's "Unload and start"): what each unload did, in words."""
+    said = []
+    for worker in chat_client.on_devices(manager, device_kind, devices):
+        said += [words.tr(m, lang) for m in chat_client.describe(chat_client.unload(manager, worker))]
+    return said
 
 
 # --- asking ------------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ language switch, the password and the page's load come from the app as for every
 ``chat_handlers``.
 
 - pick a run or a model and the devices, Load: a chat worker loads it once (the run's precision on GPUs) and
-  keeps it until Unload or its idle timeout; the device guard counts it as a job;
+  keeps it until Unload or until it has sat unused for "Unload after idle" minutes; the device guard counts it as
+  a job.  The status line and Unload find the worker on the chosen devices in the runs index, so a reloaded tab,
+  another tab or a worker ``zeroboard chat`` loaded is shown and unloaded as the one this tab loaded;
 - the system prompt defaults to the run's template's own, sampling to greedy; each answer streams in;
 - Side by side: the same question to the base (left) and the tuned model (right), with the same seed;
 - Stop ends the answer in flight (this session's) after the token being made.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import words
+from .. import words, workspace
 from ..job import devices as devmod
 from . import chat_handlers as ch, pages
 
@@ -65,8 +67,8 @@ def render(ctx: pages.Context) -> ChatPage:
         refresh = gr.Button("↻", size="sm", scale=0, min_width=40, elem_id="zb-chat-refresh")
         devices = gr.Dropdown(ch.device_choices(gpus, lang), value=ch.default_devices(gpus), multiselect=True,
                               label=t("chat.devices"), scale=2, elem_id="zb-chat-devices")
-        idle = gr.Number(d["idle_minutes"], label=t("chat.idle"), precision=0, minimum=1, scale=1,
-                         elem_id="zb-chat-idle")
+        # no minimum here: gradio would refuse 0 in its own English words; chat_settings.idle_minutes names the field
+        idle = gr.Number(d["idle_minutes"], label=t("chat.idle"), scale=1, elem_id="zb-chat-idle")
     with gr.Row():
         load = gr.Button(t("chat.load"), variant="primary", elem_id="zb-chat-load")
         unload = gr.Button(t("chat.unload"), elem_id="zb-chat-unload")
@@ -115,28 +117,32 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     manager, lang, io = ctx.manager, ctx.lang_radio, dict(show_progress="hidden")
 
     def chat_targets(current):
-        choices = ch.targets(manager)
-        return gr.update(choices=choices, value=current if current else (choices[0] if choices else None))
+        choices = ch.targets(manager)  # each named as the workspace names it
+        return gr.update(choices=[(workspace.shown(c), c) for c in choices],
+                         value=current if current else (choices[0] if choices else None))
 
     def chat_pick(value, lang_value):
         system, about = ch.about(value, lang_value)
         return system, about
 
     def chat_load(value, devices, idle, state, lang_value):
-        yield gr.skip(), words.text("chat.loading_now", lang_value, name=value or "-"), state, gr.skip()
+        yield gr.skip(), words.text("chat.loading_now", lang_value, name=workspace.shown(value) if value else "-"), state, gr.skip()
         loaded = ch.load(manager, value, devices, idle, lang_value)
         if loaded.worker is None:
-            yield ch.status(manager, state.get("folder"), lang_value), loaded.message, state, gr.skip()
+            yield ch.status(manager, state.get("folder"), lang_value, devices), loaded.message, state, gr.skip()
             return
         state = {**state, "folder": loaded.folder, "has_base": loaded.side_by_side}
         yield (ch.status(manager, loaded.folder, lang_value), loaded.message, state,
                gr.update(interactive=loaded.side_by_side) if loaded.side_by_side else
                gr.update(interactive=False, value=False))
 
-    def chat_unload(state, lang_value):
+    def chat_unload(state, devices, lang_value):
         yield gr.skip(), words.text("chat.unloading", lang_value)
-        message = ch.unload(manager, state.get("folder"), lang_value)
-        yield ch.status(manager, None, lang_value), message
+        message = ch.unload(manager, state.get("folder"), devices, lang_value)
+        yield ch.status(manager, None, lang_value, devices), message
+
+    def chat_status(state, devices, lang_value):  # whoever loaded it: this tab, another, the command line
+        return ch.status(manager, state.get("folder"), lang_value, devices)
 
     def chat_side(on):
         return gr.update(visible=bool(on))
@@ -153,15 +159,18 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     def chat_stop(state, request: gr.Request):
         ch.stop(manager, state.get("folder"), _rid(request))
 
-    def chat_lang(value, state, lang_value):  # what the page says of its own state (its labels: the app's switch)
-        return ch.about(value, lang_value)[1], ch.status(manager, state.get("folder"), lang_value)
+    def chat_lang(value, state, devices, lang_value):  # what the page says of its own state (labels: the app's switch)
+        return ch.about(value, lang_value)[1], ch.status(manager, state.get("folder"), lang_value, devices)
 
     ctx.tab_items["chat"].select(chat_targets, [p.target], [p.target], **io)
+    ctx.tab_items["chat"].select(chat_status, [p.state, p.devices, lang], [p.status], **io)
+    p.devices.change(chat_status, [p.state, p.devices, lang], [p.status], **io)
     p.refresh.click(chat_targets, [p.target], [p.target], **io)
+    p.refresh.click(chat_status, [p.state, p.devices, lang], [p.status], **io)
     p.target.change(chat_pick, [p.target, lang], [p.system, p.about], **io)
     p.load.click(chat_load, [p.target, p.devices, p.idle, p.state, lang], [p.status, p.message, p.state, p.side_by_side],
                  **io)
-    p.unload.click(chat_unload, [p.state, lang], [p.status, p.message], **io)
+    p.unload.click(chat_unload, [p.state, p.devices, lang], [p.status, p.message], **io)
     p.side_by_side.change(chat_side, [p.side_by_side], [p.base_chat], **io)
     ask_inputs = [p.question, p.tuned_chat, p.base_chat, p.side_by_side, p.state, p.system, p.max_new_tokens,
                   p.temperature, p.top_p, p.seed, lang]
@@ -170,7 +179,7 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     p.question.submit(chat_ask, ask_inputs, ask_outputs, **io)
     p.stop.click(chat_stop, [p.state], None, queue=False, **io)  # at once, beside the answer it stops
     p.clear.click(lambda: ([], [], ""), None, [p.tuned_chat, p.base_chat, p.figures], **io)
-    lang.change(chat_lang, [p.target, p.state, lang], [p.about, p.status], **io)
+    lang.change(chat_lang, [p.target, p.state, p.devices, lang], [p.about, p.status], **io)
 
 
 PAGE = pages.register(pages.Page("chat", "chat.tab", render, wire, order=30))

@@ -47,12 +47,24 @@ def tokenized_view(values: dict, n: int = SHOWN, lang: str = words.DEFAULT, time
     return markdown(report, lang)
 
 
-def _cell(smp: dict) -> str:
+def _text(segments: list[dict]) -> str:
     parts = []
-    for g in smp["segments"]:
+    for g in segments:
         t = html.escape(g["text"]).replace("|", "&#124;").replace("\n", "↵<br>")
         parts.append(f"<mark>{t}</mark>" if g["learned"] else t)
     return "".join(parts)
+
+
+def _cell(smp: dict, lang: str = words.DEFAULT) -> str:
+    """A sample's text, the learned tokens marked; a pair shows its rejected answer under the chosen one, a KTO
+    answer its tag."""
+    cell = _text(smp["segments"])
+    if "rejected_segments" in smp:
+        cell += f"<br>**{html.escape(words.text('data.pref_rejected', lang))}:** " + _text(smp["rejected_segments"])
+    if "kto_tag" in smp:
+        tag = words.text("data.pref_kto_good" if smp["kto_tag"] else "data.pref_kto_bad", lang)
+        cell = f"**{html.escape(tag)}:** " + cell
+    return cell
 
 
 def markdown(report: dict, lang: str) -> str:
@@ -71,5 +83,5 @@ def markdown(report: dict, lang: str) -> str:
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for k, smp in enumerate(report["samples"]):
         tokens = f"{smp['tokens']} ✂" if smp["truncated"] else str(smp["tokens"])
-        lines.append(f"| {k} | {html.escape(smp['dataset'])} | {smp['record']} | {tokens} | {smp['learned']} | {_cell(smp)} |")
+        lines.append(f"| {k} | {html.escape(smp['dataset'])} | {smp['record']} | {tokens} | {smp['learned']} | {_cell(smp, lang)} |")
     return "\n".join(lines)

@@ -18,12 +18,13 @@ from pathlib import Path
 from .. import files, planner, safeload, words, workspace
 from ..data import convert, info as datainfo, records
 from ..data.formats import DataError
-from ..job import checks, command, devices, placement, spec
+from ..job import checks, cmdline, command, devices, placement, quoting, spec
 from ..job.registry import RegistryError
 from ..runs import dispatcher, manager as runmgr
 from ..runs.launch import prepare_launch
 from ..runs.queue import Queue
 from ..words import Msg, say, text, tr
+from . import chat_handlers
 
 SAVED_MARK = "# zeroboard job arguments"  # the first line of a saved-arguments file: Save replaces only these
 
@@ -41,7 +42,10 @@ def to_form_value(name: str, value):
 
 
 def spec_to_form(job: spec.JobSpec) -> dict:
-    return {name: to_form_value(name, value) for name, value in spec.to_dict(job).items()}
+    """The form's values for a job; a path inside the workspace as the workspace names it (``runs/demo``): a run
+    shown again, a file loaded, never show where the checkout lives."""
+    return {name: workspace.shown(value) if isinstance(value, str) and value.startswith("/") else to_form_value(name, value)
+            for name, value in spec.to_dict(job).items()}
 
 
 def form_to_spec(values: dict) -> tuple[spec.JobSpec | None, dict[str, Msg]]:
@@ -79,6 +83,7 @@ class Checked:
     errors: dict[str, Msg] = field(default_factory=dict)
     warnings: dict[str, Msg] = field(default_factory=dict)
     prepared: command.Prepared | None = None
+    refused: Msg | None = None  # why Start was refused though the job is valid (a job or a chat worker on its devices)
 
     @property
     def ok(self) -> bool:
@@ -99,17 +104,29 @@ def check(values: dict, gpus: list[devices.Gpu], port: int | None = None) -> Che
 
 
 def command_html(cmd: command.Command, lang: str = "en") -> str:
-    """The shell rendering of the argv, with the DeepSpeed config path marked."""
-    shell = html.escape(cmd.shell())
-    if cmd.deepspeed_config:
-        path = html.escape(cmd.deepspeed_config)
-        shell = shell.replace(path, f'<mark class="zb-ds">{path}</mark>')
-    shown = workspace.shown(cmd.cwd)  # where it runs, as the workspace names it: no machine's paths on the page
-    where = html.escape(text("page.run_from_workspace", lang) if shown == "." else text("cli.run_from", lang, cwd=shown))
+    """The command as the box shows it (``cmdline``): paths as the workspace names them, one argument (a flag with
+    its value) a line, each word unbreakable (a line wraps between words, never inside ``--learning_rate``), the
+    DeepSpeed config marked; under it, folded, the same command with its paths as they are (to run elsewhere).
+    What a reader copies from either box pastes into bash as this one command."""
+    return _command_pre(cmd, lang, full=False) + (
+        f'<details class="zb-full"><summary>{html.escape(text("page.full_paths", lang))}</summary>'
+        f"{_command_pre(cmd, lang, full=True)}</details>")
+
+
+def _command_pre(cmd: command.Command, lang: str, full: bool) -> str:
+    ds = cmdline.shown_arg(cmd.deepspeed_config, full) if cmd.deepspeed_config else None
+
+    def word(w: str) -> str:
+        inner = f'<mark class="zb-ds">{html.escape(w)}</mark>' if ds is not None and w == quoting.shell(ds) else html.escape(w)
+        return f'<span class="zb-arg">{inner}</span>'
+
+    body = cmdline.text(cmd.env, cmd.argv, full, word)
+    where = html.escape(cmdline.run_from(cmd.cwd, lang, full))  # where it runs, as the workspace names it
     if cmd.script is not None:  # a Slurm job: the script Start writes and submits, then the submitting line
-        script = html.escape(text("cli.sbatch_script", lang, path=cmd.argv[-1])) + "\n" + html.escape(cmd.script)
-        return f'<pre class="zb-cmd">{where}\n{script}\n{shell}</pre>'
-    return f'<pre class="zb-cmd">{where}\n{shell}</pre>'
+        path = cmdline.shown_arg(cmd.argv[-1], full)
+        script = html.escape(text("cli.sbatch_script", lang, path=path)) + "\n" + html.escape(cmd.script)
+        return f'<pre class="zb-cmd">{where}\n{script}\n{body}</pre>'
+    return f'<pre class="zb-cmd">{where}\n{body}</pre>'
 
 
 def deepspeed_json(cmd: command.Command | None) -> str:
@@ -288,17 +305,26 @@ def dataset_preview(dataset_dir: str, names: str, n: int = 3, lang: str = "en") 
 
 
 def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
-          lang: str = "en"):
-    """Check, then launch exactly the command the check built. Returns (check, state or None, message)."""
+          lang: str = "en", unload_chat: bool = False):
+    """Check, then launch exactly the command the check built. Returns (check, state or None, message).
+
+    Refused because a chat worker holds the job's devices (``checked.refused``, ``run.busy_chat``): the message offers
+    "Unload and start", which calls this again with ``unload_chat``: the workers on the job's devices are unloaded
+    (found in the runs index, whoever loaded them), then the job starts."""
     checked = check(values, gpus, port)
     if not checked.ok:
         return checked, None, report_markdown(checked, lang)
+    unloaded = chat_handlers.unload_on(manager, checked.command.device_kind, checked.command.devices, lang) \
+        if unload_chat else []
+    said = "".join(f"{html.escape(line)}  \n" for line in unloaded)
     try:
         state = manager.start(checked.prepared, source="page")
     except runmgr.Busy as e:
-        return checked, None, f"**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text('page.busy_hint', lang)}"
+        checked.refused = e.args[0]
+        hint = "page.busy_chat_hint" if getattr(e.args[0], "key", "") == "run.busy_chat" else "page.busy_hint"
+        return checked, None, f"{said}**{text('page.busy', lang)}** {html.escape(tr(e.args[0], lang))} {text(hint, lang)}"
     except runmgr.StartError as e:
-        return checked, None, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
+        return checked, None, f"{said}**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     notes = [f"- {text('page.note', lang)}: {tr(n, lang)}" for n in state.notes]
     if state.master_port and state.master_port != checked.command.master_port:  # the shown command must be what runs
         checked.prepared.command = command.with_port(checked.command, state.master_port)
@@ -306,7 +332,7 @@ def start(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         msg = f"**{text('page.could_not_start', lang)}** {html.escape(tr(state.message, lang))}"
     else:
         msg = text("page.started", lang, run=workspace.shown(state.run_dir), pid=state.launcher_pid or state.supervisor_pid or "-")
-    return checked, state, "\n".join([msg, *notes])
+    return checked, state, said + "\n".join([msg, *notes])
 
 
 def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, port: int | None = None,
@@ -322,7 +348,7 @@ def queue(values: dict, gpus: list[devices.Gpu], manager: runmgr.JobManager, por
         return checked, f"**{text('page.could_not_start', lang)}** {html.escape(tr(e.args[0], lang))}"
     q = Queue(manager.index)
     position = next((i for i, e in enumerate(q.entries(), 1) if e.id == entry.id), 1)
-    message = text("page.queued", lang, id=entry.id, position=position, why=html.escape(tr(entry.why, lang)))
+    message = text("page.queued", lang, id=entry.id, position=position, why=html.escape(words.clause(tr(entry.why, lang))))
     problem = q.problem()  # a damaged queue file was kept aside before this entry was written: say so
     return checked, message if problem is None else f"{message}\n\n**⚠ {html.escape(tr(problem, lang))}**"
 

@@ -97,6 +97,7 @@ class Snapshot:
     has_eval: bool = False  # the run evaluates (a validation split or an evaluation set): its chart has that series
     lr: list[dict] = field(default_factory=list)
     tps: list[dict] = field(default_factory=list)
+    rewards: list[dict] = field(default_factory=list)  # preference stages: {"step", "value", "series"} per logged metric
     gpu_rows: list[list] = field(default_factory=list)
     proc_rows: list[list] = field(default_factory=list)
     host: str = ""
@@ -106,6 +107,19 @@ class Snapshot:
     log_path: str | None = None
     sample_time: float = 0.0
     lang: str = words.DEFAULT
+
+
+REWARD_SERIES = ("chosen", "rejected", "margins", "accuracies", "kl")  # what a preference run's log events carry
+
+
+def reward_rows(logs: list[dict]) -> list[dict]:
+    """A preference run's rewards (chosen, rejected, their margin, the accuracy) and KTO's KL, one row per logged
+    value; none for SFT."""
+    out = []
+    for e in logs:
+        values = {**(e.get("rewards") or {}), **({"kl": e["kl"]} if e.get("kl") is not None else {})}
+        out += [{"step": e["step"], "value": values[k], "series": k} for k in REWARD_SERIES if k in values]
+    return out
 
 
 def dur_text(seconds: float | None) -> str:
@@ -258,6 +272,7 @@ class Live:
         snap.lr = [{"step": e["step"], "lr": e["lr"]} for e in r.logs if e.get("lr") is not None]
         snap.tps = [{"step": e["step"], "tokens/s": e["tokens_per_sec"]} for e in r.logs
                     if e.get("tokens_per_sec") is not None]
+        snap.rewards = reward_rows(r.logs)
         snap.proc_rows = monitor.process_rows(sample, peaks)
         snap.final_md = final_markdown(state, lang)
         snap.mem_md = memory_vs_plan_markdown(r.memory_vs_plan(state.active), lang)

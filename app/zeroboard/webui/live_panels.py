@@ -24,7 +24,7 @@ from ..job import devices
 from ..runs import monitor
 from ..runs.state import ACTIVE
 from . import output_check, output_panel
-from .live import Live, Snapshot
+from .live import REWARD_SERIES, Live, Snapshot
 
 TICK_S = 0.5  # while the run shown starts, runs or stops
 # otherwise: a tab left open on a finished run asked twice a second and kept 40% of a core busy in the browser and
@@ -53,6 +53,7 @@ class LivePanels:
     loss: gr.LinePlot
     lr: gr.LinePlot
     tps: gr.LinePlot
+    rewards: gr.LinePlot  # preference stages only (hidden for SFT)
     log: gr.Textbox
     download: gr.DownloadButton
     gpus: gr.Dataframe | None
@@ -86,6 +87,13 @@ def loss_frame(train: list[dict], evals: list[dict], lang: str = words.DEFAULT, 
     return _frame(rows, ["step", "loss", "series"])
 
 
+def rewards_frame(rows: list[dict], lang: str = words.DEFAULT) -> pd.DataFrame:
+    """A preference run's rewards, margin, accuracy (and KTO's KL), each a series named in the page's language (a
+    run's series all come with its first log: the chart is redrawn for them as RELAID says)."""
+    names = {k: words.label(f"series.{k}", lang) for k in REWARD_SERIES}
+    return _frame([{**r, "series": names[r["series"]]} for r in rows], ["step", "value", "series"])
+
+
 def history_frame(rows: list[dict], lang: str = words.DEFAULT) -> pd.DataFrame:
     """The memory history, its host and job series named in the page's language (GPUs keep their numbers)."""
     names = {monitor.HOST_SERIES: words.label("series.host", lang), monitor.JOB_SERIES: words.label("series.job", lang)}
@@ -96,7 +104,7 @@ def history_frame(rows: list[dict], lang: str = words.DEFAULT) -> pd.DataFrame:
 # change (another language, a run with an evaluation set) is sent its rows, then, on the next tick, its legend title
 # again with an invisible character added or taken away
 ZWSP = "\u200b"
-RELAID = (("loss", "axis_loss_series"), ("history", "axis_series"))
+RELAID = (("loss", "axis_loss_series"), ("history", "axis_series"), ("rewards", "axis_rewards_series"))
 
 
 def render_strip(lang: str) -> tuple[gr.HTML, gr.HTML, gr.Button]:
@@ -131,6 +139,9 @@ def render_live(lang: str, gpus: list[devices.Gpu], strip: tuple[gr.HTML, gr.HTM
                          y_title=t("lr"), height=220, elem_id="zb-lr")
         tps = gr.LinePlot(_frame([], ["step", "tokens/s"]), x="step", y="tokens/s", label=t("tps"), x_title=t("axis_step"),
                           y_title=t("tps"), height=220, elem_id="zb-tps")
+        rewards = gr.LinePlot(rewards_frame([], lang), x="step", y="value", color="series", label=t("rewards"),
+                              x_title=t("axis_step"), y_title=t("rewards"), color_title=t("axis_rewards_series"),
+                              height=220, visible=False, elem_id="zb-rewards")
     log = gr.Textbox(label=t("logs"), lines=16, max_lines=16, autoscroll=True, interactive=False, elem_id="zb-log")
     log.change(None, js=STICK_TO_BOTTOM, show_progress="hidden")
     download = gr.DownloadButton(t("download_log"), size="sm", elem_id="zb-download")
@@ -151,7 +162,7 @@ def render_live(lang: str, gpus: list[devices.Gpu], strip: tuple[gr.HTML, gr.HTM
     check = output_panel.render_output_check(lang)
     chart = lambda key: {"label": key, "x_title": "axis_step", "y_title": key}  # noqa: E731
     texts.update(run=(run, "label"), loss=(loss, {**chart("loss"), "color_title": "axis_loss_series"}), lr=(lr, chart("lr")),
-                 tps=(tps, chart("tps")),
+                 tps=(tps, chart("tps")), rewards=(rewards, {**chart("rewards"), "color_title": "axis_rewards_series"}),
                  logs=(log, "label"), download_log=(download, "label"), processes=(procs, "label"),
                  history=(history, {"label": "history", "x_title": "axis_seconds", "color_title": "axis_series"}))
     texts["memory" if gpus else "memory_cpu"] = (mem, "label")
@@ -159,12 +170,12 @@ def render_live(lang: str, gpus: list[devices.Gpu], strip: tuple[gr.HTML, gr.HTM
         texts["gpus"] = (gpu_table, "label")
     texts.update(check.texts)
     timer = gr.Timer(TICK_S)
-    return LivePanels(run, status, progress, loss, lr, tps, log, download, gpu_table, host, procs, history, final,
+    return LivePanels(run, status, progress, loss, lr, tps, rewards, log, download, gpu_table, host, procs, history, final,
                       timer, texts, mem_plan, check, gr.State({}))
 
 
 def outputs(p: LivePanels) -> list:
-    return [c for c in (p.status, p.progress, p.loss, p.lr, p.tps, p.log, p.download, p.gpus, p.host, p.procs,
+    return [c for c in (p.status, p.progress, p.loss, p.lr, p.tps, p.rewards, p.log, p.download, p.gpus, p.host, p.procs,
                         p.history, p.final, p.mem) if c is not None] + output_panel.outputs(p.check)
 
 
@@ -178,12 +189,15 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
         return fresh or seen.get(key) != value
 
     # what names each chart's series; which series each chart was sent rows for, and was last redrawn for
-    series = {"loss": [snap.lang, snap.has_eval], "history": [snap.lang]}
+    series = {"loss": [snap.lang, snap.has_eval], "history": [snap.lang],
+              "rewards": [snap.lang, sorted({r["series"] for r in snap.rewards})]}
     sent = dict(seen.get("sent") or {})
     laid = {} if seen.get("lang") != snap.lang else dict(seen.get("laid") or {})  # a switch relabels (redraws) them
     due = {"loss": changed("events", snap.events_version), "history": changed("sample", snap.sample_time)}
+    due["rewards"] = due["loss"]
     rows = {"loss": lambda: loss_frame(snap.loss, snap.eval_loss, snap.lang, snap.has_eval),
-            "history": lambda: history_frame(snap.history, snap.lang)}
+            "history": lambda: history_frame(snap.history, snap.lang),
+            "rewards": lambda: gr.update(value=rewards_frame(snap.rewards, snap.lang), visible=bool(snap.rewards))}
     chart_out, sent_rows = {}, {}
     for chart, title in RELAID:
         if sent.get(chart) != series[chart]:  # new series: their rows first ...
@@ -208,6 +222,7 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
         chart_out["loss"],
         _frame(snap.lr, ["step", "lr"]) if events_new else skip,
         _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip,
+        chart_out["rewards"],
         snap.log_text if log_new else skip,
         gr.update(value=downloadable(snap.log_path)) if download_due else skip,
     ]

@@ -62,10 +62,11 @@ def view(run_dir: str | None, status: str, lang: str = words.DEFAULT) -> View:
     try:
         ins = inspect(run_dir)
     except OutputError as e:
-        return View(True, words.text("page.nothing_to_check", lang, why=words.tr(e.args[0], lang)))
+        why = workspace.shown_in(words.tr(e.args[0], lang), run_dir)  # paths as the workspace names them
+        return View(True, words.text("page.nothing_to_check", lang, why=why))
     kinds = {i.kind for i in ins.items}
     adapter = "lora_adapter" in kinds
-    saved = ins.text(lang).replace(str(run_dir), workspace.shown(run_dir))  # paths as the workspace names them
+    saved = workspace.shown_in(ins.text(lang), run_dir)
     final = (ins.result or {}).get("kind") in ("lora_adapter", "full_model")
     return View(True, saved, can_consolidate="zero_checkpoint" in kinds and not adapter, can_merge=adapter,
                 consolidate_dir=workspace.shown(new_dir_name(run_dir, "consolidate")),

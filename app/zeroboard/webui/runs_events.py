@@ -20,8 +20,10 @@ from .. import words, workspace
 from ..job import folders
 from . import pages, runs_view as rv
 
-CHARTS = ("loss", "eval_loss", "lr")
-CHART_WORDS = {"loss": "loss", "eval_loss": "runs.eval_loss", "lr": "lr"}
+CHARTS = ("loss", "eval_loss", "lr", "margins", "accuracies")
+CHART_WORDS = {"loss": "loss", "eval_loss": "runs.eval_loss", "lr": "lr", "margins": "runs.margins",
+               "accuracies": "runs.accuracies"}
+SOMETIMES = ("eval_loss", "margins", "accuracies")  # charts shown only when some run has them (no empty box)
 ZWSP = "\u200b"  # invisible: appended to a chart's legend title, then removed, to make it draw its new series
 
 
@@ -92,20 +94,21 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
                   [p.selected, p.state], **io)
 
     # --- compare and open: charts, then the redraw of their series ---------------------------------------
-    shown_out = [p.charts_box, *chart_list, p.course, p.diff, p.detail, p.actions, p.buttons["resume"],
+    shown_out = [p.charts_box, *chart_list, p.curves_note, p.course, p.diff, p.detail, p.actions, p.buttons["resume"],
                  p.buttons["archive"], p.buttons["restore"], p.confirm_row, p.message, p.state]
 
     def charts_of(runs) -> list:
-        """The charts' rows; the evaluation chart only when some run evaluated (no empty box)."""
+        """The charts' rows; the evaluation and preference charts only when some run has them (no empty box)."""
         rows = rv.curve_rows(runs)
-        return [gr.update(value=frame(rows[k]), visible=k != "eval_loss" or bool(rows[k])) for k in CHARTS]
+        return [gr.update(value=frame(rows[k]), visible=k not in SOMETIMES or bool(rows[k])) for k in CHARTS]
 
     def compared(state: rv.RunsState, lang: str) -> list:
         runs = rv.chosen(manager, state.selected)
         if len(runs) < 2:
             return [gr.skip()] * (len(shown_out) - 2) + [words.text("runs.need_two", lang), state]
         note = "" if any(s.has_eval for s in runs) else words.text("runs.no_eval", lang)
-        return [gr.update(visible=True), *charts_of(runs), rv.course_markdown(runs, lang),
+        return [gr.update(visible=True), *charts_of(runs), rv.curves_note(runs, lang),
+                rv.course_markdown(runs, lang) + rv.rewards_markdown(runs, lang),
                 rv.diff_markdown([s.run_dir for s in runs], lang), "", gr.update(visible=False), gr.skip(), gr.skip(),
                 gr.skip(), gr.update(visible=False), note, dataclasses.replace(state, opened=None, pending=None)]
 
@@ -115,7 +118,7 @@ def wire(p, ctx: pages.Context) -> None:  # noqa: C901 - one page's events, read
             return [gr.skip()] * (len(shown_out) - 2) + [words.text("runs.pick_one", lang), state]
         s = runs[0]
         resumable = not s.archived and folders.last_checkpoint(Path(s.output or s.run_dir)) is not None
-        return [gr.update(visible=True), *charts_of(runs), "", "", rv.detail_markdown(manager, s.run_dir, lang),
+        return [gr.update(visible=True), *charts_of(runs), "", "", "", rv.detail_markdown(manager, s.run_dir, lang),
                 gr.update(visible=True), gr.update(visible=resumable), gr.update(visible=not s.archived),
                 gr.update(visible=s.archived),
                 gr.update(visible=False), "", dataclasses.replace(state, opened=s.run_dir, pending=None)]

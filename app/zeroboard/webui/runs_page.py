@@ -37,6 +37,7 @@ class RunsPage(pages.View):
     clear: gr.Button | None = None
     charts_box: gr.Column | None = None
     charts: dict | None = None  # loss | eval_loss | lr -> gr.LinePlot
+    curves_note: gr.Markdown | None = None  # under the charts: curves that coincide, and why
     diff: gr.Markdown | None = None
     course: gr.Markdown | None = None
     detail: gr.Markdown | None = None
@@ -87,6 +88,7 @@ def render(ctx: pages.Context) -> RunsPage:
                                          x_title=t("axis_step"), y_title=t(CHART_WORDS[key]),
                                          color_title=t("runs.axis_run"), height=260, elem_id=f"zb-runs-{key}")
                         for key in CHARTS}
+        p.curves_note = gr.Markdown(elem_id="zb-runs-curves-note")
     p.course = gr.Markdown(elem_id="zb-runs-course")
     p.diff = gr.Markdown(elem_id="zb-runs-diff")
     p.detail = gr.Markdown(elem_id="zb-runs-detail")

@@ -30,7 +30,7 @@ from ..runs import compare, housekeeping, outcome, summary
 from ..runs.manager import JobManager
 from ..words import text, tr
 from . import attach, handlers, output_check
-from .live import dur_text, memory_vs_plan_markdown, size_text
+from .live import memory_vs_plan_markdown, size_text
 
 PAGE_SIZE = 50
 LOG_LINES = 30
@@ -90,7 +90,7 @@ def row(s: summary.RunSummary, lang: str, now: float | None = None) -> list[str]
     return [workspace.shown(s.run_dir), words.status(s.status, lang), workspace.shown(s.model) if s.model else "-",
             method.strip() or "-", setting(s.stage, s.offload), devices_text(s.device_kind, s.devices, s.slurm), steps,
             _num(s.loss), _num(s.eval_loss), "-" if s.tokens_per_sec is None else f"{s.tokens_per_sec:,.0f}",
-            size_text(max(s.peaks)) if s.peaks else "-", dur_text(s.duration(now)) if s.started else "-", started]
+            size_text(max(s.peaks)) if s.peaks else "-", summary.duration_text(s, lang, now), started]
 
 
 def listing(manager: JobManager, filter_text: str = "", status: str = "", page: int = 0,
@@ -141,8 +141,9 @@ def names(run_dirs: list[str]) -> dict[str, str]:
 
 
 def curve_rows(runs: list[summary.RunSummary]) -> dict[str, list[dict]]:
-    """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr": [{"step", "value", "run"}]}``."""
-    out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": []}
+    """Long-format rows for the overlaid charts: ``{"loss" | "eval_loss" | "lr" | "margins" | "accuracies" | ...:
+    [{"step", "value", "run"}]}``."""
+    out: dict[str, list[dict]] = {"loss": [], "eval_loss": [], "lr": [], **{k: [] for k in compare.REWARDS}}
     named = names([s.run_dir for s in runs])
     for run_dir, series in compare.curves(runs).items():
         name = named[run_dir]
@@ -172,24 +173,103 @@ def diff_markdown(run_dirs: list[str], lang: str) -> str:
 
 
 def course_markdown(runs: list[summary.RunSummary], lang: str) -> str:
-    """The table a course prints: per setting, measured peak per device, the plan, tokens/s, seconds per step."""
+    """The table a course prints: per setting, measured peak per device, the plan, the same job planned on GPUs (runs
+    of CPU processes), tokens/s, seconds per step; under it, where each setting keeps the states."""
     rows = compare.course_rows(runs)
     if not rows:
         return ""
     gpu = any(r.device_kind == "cuda" for r in rows)
+    on_gpu = next((r.on_gpu for r in rows if r.on_gpu is not None), None)
     head = words.headers("course", lang)
+    if on_gpu is not None:
+        head.insert(7, text("runs.gpu_plan_head", lang, n=on_gpu.gpus, gpu=compare.REFERENCE_GPU_SHORT))
     lines = [f"**{text('runs.course_title_gpu' if gpu else 'runs.course_title', lang)}**", "",
-             "| " + " | ".join(head) + " |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * (len(head) - 3)]
     yes, no = text("runs.yes", lang), text("runs.no", lang)
     for r in rows:
-        peaks = " · ".join(size_text(p) for p in r.peaks) if r.peaks else "-"
-        err = "-" if r.error is None else f"{100 * r.error:+.1f}%"
-        tps = "-" if r.tokens_per_sec is None else f"{r.tokens_per_sec:,.0f}"
-        step = "-" if r.step_time is None else f"{r.step_time:.3f}"
-        lines.append(f"| `{_cell(workspace.shown(r.run_dir))}` | {r.stage} | {yes if r.offload else no} | {r.devices} "
-                     f"| {peaks} | {size_text(r.planned) if r.planned else '-'} | {err} | {tps} | {step} |")
+        cells = [f"`{_cell(workspace.shown(r.run_dir))}`", r.stage, yes if r.offload else no, str(r.devices),
+                 " · ".join(size_text(p) for p in r.peaks) if r.peaks else "-", size_text(r.planned) if r.planned else "-",
+                 "-" if r.error is None else f"{100 * r.error:+.1f}%",
+                 "-" if r.tokens_per_sec is None else f"{r.tokens_per_sec:,.0f}",
+                 "-" if r.step_time is None else f"{r.step_time:.3f}"]
+        if on_gpu is not None:
+            cells.insert(7, size_text(r.on_gpu.peak) if r.on_gpu else "-")
+        lines.append("| " + " | ".join(cells) + " |")
     what = text("runs.what.torch" if gpu else "runs.what.rss", lang)
-    lines += ["", f"<small>{html.escape(text('runs.course_note', lang, what=what))}</small>"]
+    notes = [text("runs.course_note", lang, what=what)]
+    if on_gpu is not None:
+        notes.append(text("runs.gpu_note", lang, n=on_gpu.gpus, gpu=compare.REFERENCE_GPU_SHORT))
+        if any(r.offload and r.on_gpu is not None for r in rows):
+            notes.append(text("runs.host_offload", lang))
+    lines += ["", *(f"<small>{html.escape(n)}</small>" for n in notes)]
+    moved = moved_sentences(rows, lang)
+    if moved:
+        lines += ["", f"**{text('runs.moved_title', lang)}**", "", *(f"- {m}" for m in moved)]
+    return "\n".join(lines)
+
+
+def _listed(names: list[str], lang: str) -> str:
+    """a, b and c (a、b和c)."""
+    if len(names) < 2:
+        return "".join(names)
+    return text("runs.moved.comma", lang).join(names[:-1]) + text("runs.moved.and", lang) + names[-1]
+
+
+def moved_sentence(name: str, fig: compare.GpuFigure, lang: str) -> str:
+    """One setting in one sentence: which parts each GPU keeps whole, which are partitioned, which offloaded."""
+    groups: dict[str, list[str]] = {}
+    for part in compare.PARTS:
+        groups.setdefault(fig.parts[part], []).append(text(f"plan.part.{part}", lang))
+    parts = text("runs.moved.sep", lang).join(text(f"runs.moved.{where}", lang, what=_listed(names, lang), n=fig.gpus)
+                                              for where, names in groups.items())
+    formula = text("runs.moved.formula", lang, formula=fig.formula) if fig.formula and not fig.offload_optimizer else ""
+    return text("runs.moved", lang, setting=name, formula=formula, parts=parts)
+
+
+def moved_sentences(rows: list[compare.CourseRow], lang: str) -> list[str]:
+    """One sentence per setting among the rows (in their order), from its plan per GPU."""
+    out, seen = [], set()
+    for r in rows:
+        fig = compare.placed(r)
+        if fig is None or (r.stage, r.offload) in seen:
+            continue
+        seen.add((r.stage, r.offload))
+        out.append(moved_sentence(setting(r.stage, r.offload), fig, lang))
+    return out
+
+
+# the job fields that only place the same computation (where states live, how the ranks start)
+PLACING = {"deepspeed_stage", "offload", "deepspeed", "launcher", "master_port"}
+
+
+def curves_note(runs: list[summary.RunSummary], lang: str) -> str:
+    """Under the charts: which loss curves coincide (and so draw as one line), and why."""
+    series = {run_dir: c["loss"] for run_dir, c in compare.curves(runs).items()}
+    groups = compare.coinciding(series)
+    named = names(list(series))
+    said = []
+    for group in groups:
+        differ = {name for name, _ in compare.spec_diff(group).fields}
+        why = text("runs.curves_why_zero" if differ <= PLACING else "runs.curves_why", lang)
+        if len(group) == len(series):
+            said.append(text("runs.curves_same_all", lang, n=len(group), why=why))
+        else:
+            said.append(text("runs.curves_same", lang, runs=_listed([f"`{_cell(named[r])}`" for r in group], lang),
+                             why=why))
+    return "\n\n".join(said)
+
+
+def rewards_markdown(runs: list[summary.RunSummary], lang: str) -> str:
+    """Preference runs side by side at their last log: the rewards of the chosen and the rejected answers, the
+    margin between them and how often the chosen one wins (empty when no run is a preference run)."""
+    last = {r: compare.last_rewards(c) for r, c in compare.curves(runs).items()}
+    if not any(last.values()):
+        return ""
+    head = [text("runs.diff_field", lang)] + [f"`{_cell(workspace.shown(r))}`" for r in last]
+    lines = ["", "", f"**{text('runs.rewards_title', lang)}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in compare.REWARDS:
+        cells = [_num((v or {}).get(key)) if (v or {}).get(key) is not None else "-" for v in last.values()]
+        lines.append("| " + " | ".join([words.label(f"series.{key}", lang), *cells]) + " |")
     return "\n".join(lines)
 
 

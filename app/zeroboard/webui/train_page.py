@@ -30,6 +30,7 @@ class TrainPage:
     load: gr.Button
     start: gr.Button
     queue: gr.Button  # Start, or wait in the queue when the devices or the folder are taken
+    unload_start: gr.Button  # shown when Start was refused for a chat worker on the job's devices
     abort: gr.Button
     save_stop: gr.Button
     new_job: gr.Button  # shown while the form shows a running job (read-only): edit a copy
@@ -57,10 +58,12 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
         load = gr.Button(words.label("load", lang), elem_id="zb-load")
         start = gr.Button(words.label("start", lang), variant="primary", elem_id="zb-start")
         queue = gr.Button(words.label("queue.button", lang), elem_id="zb-queue")
+        unload_start = gr.Button(words.label("unload_start", lang), variant="primary", visible=False,
+                                 elem_id="zb-unload-start")
         save_stop = gr.Button(words.label("save_stop", lang), elem_id="zb-save-stop")
         abort = gr.Button(words.label("abort", lang), variant="stop", elem_id="zb-abort")
     for key, btn in (("preview", preview), ("save", save), ("load", load), ("start", start), ("queue.button", queue), ("abort", abort),
-                     ("save_stop", save_stop), ("new_job", new_job)):
+                     ("save_stop", save_stop), ("new_job", new_job), ("unload_start", unload_start)):
         f.texts[key] = (btn, "value")
     for section, names in formmod.bottom_sections().items():
         if section == "devices":
@@ -78,8 +81,8 @@ def render_train(job: spec.JobSpec, lang: str, gpus: list[devices.Gpu]) -> Train
                       buttons=[])
     f.texts["command"] = (command, "label")
     f.texts["ds_json"] = (ds_json, "label")
-    return TrainPage(f, preview_data, data_preview, preview, save, load, start, queue, abort, save_stop, new_job, args_path,
-                     message, command, ds_json, plan, fit)
+    return TrainPage(f, preview_data, data_preview, preview, save, load, start, queue, unload_start, abort, save_stop, new_job,
+                     args_path, message, command, ds_json, plan, fit)
 
 
 def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpec, lang: str,
@@ -125,13 +128,15 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         return [*shown(checked, lang_value, handlers.report_markdown(checked, lang_value)),
                 {**state, "marked": bool(checked.errors), "port": None}]
 
-    def on_start(*args):
+    def on_start(*args, unload_chat: bool = False):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
-        checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"), lang=lang_value)
+        checked, job, message = handlers.start(values, gpus, manager, port=state.get("port"), lang=lang_value,
+                                               unload_chat=unload_chat)
         state = {**state, "marked": bool(checked.errors)}
         if job is not None:
             state = {**state, "run_dir": job.run_dir, "port": None}
-        return [*shown(checked, lang_value, message), state]
+        offer = getattr(checked.refused, "key", "") == "run.busy_chat"  # a chat worker holds its devices: offer to unload it
+        return [*shown(checked, lang_value, message), state, gr.update(visible=offer)]
 
     def on_queue(*args):
         values, lang_value, state = f.values(args[:n]), args[n], args[n + 1]
@@ -164,11 +169,13 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         return handlers.device_count(f.values(args), gpus)
 
     def on_plan(*args):
-        return handlers.plan_markdown(f.values(args[:n]), gpus, args[n])
+        return plan_panel.plan_and_timer(handlers.plan_markdown(f.values(args[:n]), gpus, args[n]))
 
     io = dict(show_progress="hidden")
     page.preview.click(on_preview, [*f.inputs, lang, session], [*checked_outputs, session], **io)
-    page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session], **io)
+    page.start.click(on_start, [*f.inputs, lang, session], [*checked_outputs, session, page.unload_start], **io)
+    page.unload_start.click(lambda *args: on_start(*args, unload_chat=True), [*f.inputs, lang, session],
+                            [*checked_outputs, session, page.unload_start], **io)
     page.queue.click(on_queue, [*f.inputs, lang, session], [*checked_outputs, session], **io)
     gr.on([c.change for c in f.inputs], on_edit, [*f.inputs, lang, session], [*checked_outputs, session],
           trigger_mode="always_last", **io)
@@ -182,8 +189,10 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         if name in f.fields:
             f.fields[name].change(on_devices, f.inputs, [f.device_count], **io)
     plan_triggers = [f.fields[name].change for name in handlers.plan_fields(gpus) if name in f.fields] + [lang.change]
-    gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan], trigger_mode="always_last", queue=False, **io)
+    gr.on(plan_triggers, on_plan, [*f.inputs, lang], [page.plan, page.fit.tracing], trigger_mode="always_last",
+          queue=False, **io)
     plan_panel.wire_fit(page.fit, f, gpus, lang)
+    plan_panel.wire_tracing(page.fit, page.plan, f, gpus, lang)
 
 
 # --- the page -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import os
 import string
 from typing import Any
 
-from . import chat, checks, cli, cluster, data, fields, lf, outputs, page, plan, runs, runs_page, safety
+from . import chat, checks, cli, cluster, data, fields, gradio, lf, outputs, page, plan, pref, runs, runs_page, safety
 
 LANGS = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
@@ -40,7 +40,8 @@ def _merge(*parts: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
 
 
 CATALOG: dict[str, tuple[str, str]] = _merge(page.WORDS, checks.WORDS, runs.WORDS, plan.WORDS, outputs.WORDS, cli.WORDS, data.WORDS,
-                                           safety.WORDS, runs_page.WORDS, cluster.WORDS, chat.WORDS, lf.WORDS)
+                                           safety.WORDS, runs_page.WORDS, cluster.WORDS, chat.WORDS, lf.WORDS, gradio.WORDS,
+                                           pref.WORDS)
 
 
 def lang_of(value: str | None) -> str:
@@ -81,6 +82,12 @@ def tr(value: Any, lang: str = DEFAULT) -> Any:
     if isinstance(value, list):
         return [tr(v, lang) for v in value]
     return value
+
+
+def clause(value: str) -> str:
+    """A message put inside a sentence of its own (``...: {why}.``): its final full stop left off, so the sentence
+    ends once (never ``。。`` or ``..``)."""
+    return value.rstrip().removesuffix("。").removesuffix(".") if not value.rstrip().endswith("...") else value
 
 
 class Msg(str):

@@ -3,10 +3,62 @@
 WORDS: dict[str, tuple[str, str]] = {
     # --- the device guard and the worker ---------------------------------------------------------
     "run.busy_chat": (
-        "The chat worker ({model}, {memory}, pid {pid}) holds {what}. Unload it on the Chat page (or end the "
-        "`zeroboard chat` session that loaded it), then start again.",
-        "对话进程({model},占用 {memory},pid {pid})正占用{what}。请先在对话页面卸载它(或结束加载它的 "
-        "`zeroboard chat` 会话),再重新开始。",
+        "The chat worker ({model}, {memory}, pid {pid}) holds {what}. Unused, it unloads itself {idle} min after its "
+        "last answer (in about {left} min); Unload on the Chat page, or `zeroboard chat --unload`, unloads it now.",
+        "对话进程({model},占用 {memory},pid {pid})正占用{what}。无人使用时,它在最后一次回答 {idle} 分钟后自动卸载"
+        "(约 {left} 分钟后);在对话页面点“卸载模型”,或运行 `zeroboard chat --unload`,可以立即卸载。",
+    ),
+    "page.busy_chat_hint": (
+        "**Unload and start** unloads it (and checks its memory is freed), then starts this job; **Queue** starts it "
+        "once the worker has gone.",
+        "点“卸载对话并开始”:先卸载它(并核实内存已释放),再启动这个任务;点“加入队列”:对话进程退出后自动启动。",
+    ),
+    "unload_start": ("Unload and start", "卸载对话并开始"),
+    "cli.busy_chat_hint": (
+        "Unload it with `zeroboard chat --unload{where}`, then run this command again; or add --queue to start once "
+        "it has gone.",
+        "用 `zeroboard chat --unload{where}` 卸载它,再重新运行这条命令;或者加上 --queue,等它退出后自动启动。",
+    ),
+    # --- the worker's keep-alive (outputs.chat_settings.idle_minutes) -----------------------------------------
+    "chat.idle_not_a_number": (
+        "idle_minutes = {got} is not a number: give the minutes a loaded model may sit unused before it unloads "
+        "itself (more than 0, at most {high})",
+        "idle_minutes = {got} 不是数字:请给出加载的模型无人使用多少分钟后自动卸载(大于 0,最多 {high})",
+    ),
+    "chat.idle_zero": (
+        "idle_minutes = 0 would unload the model before the first question: give the minutes it may sit unused "
+        "(15 by default; fractions too, 0.5 is 30 s); Unload unloads it at once",
+        "idle_minutes = 0 会在第一个问题之前就卸载模型:请给出它无人使用多少分钟后卸载(默认 15;可以是小数,0.5 即 30 秒);"
+        "要立即卸载请点“卸载模型”",
+    ),
+    "chat.idle_negative": (
+        "idle_minutes = {got}: a model that never unloads holds its devices from every training job; give the minutes "
+        "it may sit unused, at most {high} (a week); Start offers to unload it when a job needs its devices",
+        "idle_minutes = {got}:永不卸载的模型会一直占着设备,任何训练任务都无法使用;请给出它无人使用多少分钟后卸载,"
+        "最多 {high}(一周);任务需要这些设备时,开始训练会提议先卸载它",
+    ),
+    "chat.idle_too_long": (
+        "idle_minutes = {got} is more than a week ({high} minutes): give at most {high}",
+        "idle_minutes = {got} 超过一周({high} 分钟):最多 {high}",
+    ),
+    # --- unloading: the steps a worker that does not answer takes --------------------------------------------
+    "chat.unload_no_answer": (
+        "The worker (pid {pid}) did not answer the unload request within {seconds} s (hung or stopped): stopping it "
+        "as Abort does.",
+        "对话进程(pid {pid}){seconds} 秒内没有回应卸载请求(卡住或被暂停):按“中断”的方式停止它。",
+    ),
+    "chat.unload_still_there": (
+        "The worker (pid {pid}) said yes to the unload but was still there {seconds} s later: stopping it as Abort does.",
+        "对话进程(pid {pid})答应了卸载,{seconds} 秒后却仍在:按“中断”的方式停止它。",
+    ),
+    "chat.unload_killed_here": (
+        "The worker (pid {pid}) was still there {seconds} s after SIGTERM, with nobody sending SIGKILL: sent it SIGKILL.",
+        "发出 SIGTERM {seconds} 秒后对话进程(pid {pid})仍在,也没有进程发送 SIGKILL:已向它发送 SIGKILL。",
+    ),
+    "chat.unload_supervisor_killed": (
+        "Its supervisor (pid {pid}) did not record the end (it hangs too): ended it with SIGKILL and took the worker "
+        "off the runs index.",
+        "它的监督进程(pid {pid})没有记录结束(同样卡住了):已用 SIGKILL 结束它,并把对话进程从运行索引中移除。",
     ),
     "chat.not_found": ("{path} is not a folder: give a run folder or a model folder", "{path} 不是目录:请给出运行目录或模型目录"),
     "chat.not_a_model": (
@@ -161,7 +213,23 @@ WORDS: dict[str, tuple[str, str]] = {
         "提示词最多的 token 数(0:模型上下文长度减去 --max-new-tokens);更长的会被拒绝",
     ),
     "cli.chat_temperature_help": ("0: greedy (the default)", "0:贪心解码(默认)"),
-    "cli.chat_idle_help": ("a worker nobody asks for this long unloads itself", "对话进程空闲这么久后自动卸载"),
+    "cli.chat_idle_help": (
+        "minutes a loaded model may sit unused before its worker unloads itself (default 15; more than 0, at most "
+        "10080)",
+        "加载的模型无人使用多少分钟后自动卸载(默认 15;大于 0,最多 10080)",
+    ),
+    "cli.chat_unload_help": (
+        "unload the chat workers of this workspace (on --cpu or --gpus when given, else every one), whoever loaded "
+        "them, and check their memory is freed",
+        "卸载本工作区的对话进程(给出 --cpu 或 --gpus 时只卸载那些设备上的,否则全部),无论是谁加载的,并核实内存已释放",
+    ),
+    "cli.chat_target_missing": ("give RUN_OR_MODEL (a run, adapter or model folder), or --unload",
+                                "请给出 RUN_OR_MODEL(运行、适配器或模型目录),或使用 --unload"),
+    "cli.chat_unload_target": ("--unload takes no RUN_OR_MODEL: it unloads whatever is loaded (choose with --cpu or --gpus)",
+                               "--unload 不接受 RUN_OR_MODEL:它卸载已加载的模型(用 --cpu 或 --gpus 选择设备)"),
+    "cli.chat_none_loaded": ("No chat worker is loaded{where}.", "没有加载中的对话进程{where}。"),
+    "cli.chat_on": (" on {where}", "(在 {where} 上)"),
+    "cli.chat_unloading": ("Unloading {name} ({where}, pid {pid}) ...", "正在卸载 {name}({where},pid {pid})..."),
     "cli.chat_json_help": ("print the answer and its figures as JSON", "以 JSON 打印回答及其统计"),
     "cli.chat_cpu": ("the CPU", "CPU"),
     "cli.chat_loading": ("Loading {name} on {where} ...", "正在把 {name} 加载到 {where} ..."),
@@ -226,21 +294,26 @@ WORDS: dict[str, tuple[str, str]] = {
         "**{name}**:{kind},{precision};对话模板:{template};{base}。",
     ),
     "chat.none_loaded": ("No model loaded.", "没有加载模型。"),
-    "chat.others_loaded": ("No model loaded for this page; loaded elsewhere: {names}", "本页面没有加载模型;其他地方已加载:{names}"),
+    "chat.others_loaded": ("No model loaded on these devices; loaded elsewhere: {names}",
+                           "这些设备上没有加载模型;其他设备上已加载:{names}"),
     "chat.loading": ("Loading **{name}** on {where} ...", "正在把 **{name}** 加载到 {where} ..."),
     "chat.loading_now": ("Loading {name} ...", "正在加载 {name} ..."),
     "chat.ready": (
-        "**{name}** loaded on {where} ({dtype}): {memory} GiB held, loaded in {seconds} s; unloads itself after "
-        "{minutes} min idle (worker pid {pid}).",
-        "**{name}** 已加载到 {where}({dtype}):占用 {memory} GiB,加载用了 {seconds} 秒;空闲 {minutes} 分钟后自动卸载"
-        "(对话进程 pid {pid})。",
+        "**{name}** loaded on {where} ({dtype}): {memory} GiB held, loaded in {seconds} s; unused, it unloads itself "
+        "{minutes} min after its last answer (in about {left} min; worker pid {pid}).",
+        "**{name}** 已加载到 {where}({dtype}):占用 {memory} GiB,加载用了 {seconds} 秒;无人使用时在最后一次回答 "
+        "{minutes} 分钟后自动卸载(约 {left} 分钟后;对话进程 pid {pid})。",
     ),
     "chat.pick_first": ("Pick a run or a model first.", "请先选择运行记录或模型。"),
     "chat.bad_devices": ("Pick the CPU, or one or more GPUs (not both).", "请选择 CPU,或一个或多个 GPU(不能同时选)。"),
     "chat.load_refused": ("Not loaded: {why}", "没有加载:{why}"),
     "chat.loaded": ("Loaded {name}.", "已加载 {name}。"),
     "chat.unloading": ("Unloading ...", "正在卸载 ..."),
-    "chat.nothing_to_unload": ("Nothing is loaded for this page.", "本页面没有加载模型。"),
+    "chat.nothing_to_unload": ("No model is loaded on {where}.", "{where} 上没有加载模型。"),
+    "chat.nothing_here_others": (
+        "No model is loaded on {where}; loaded elsewhere: {names}. Pick its devices to unload it.",
+        "{where} 上没有加载模型;其他设备上已加载:{names}。选择它所在的设备即可卸载。",
+    ),
     "chat.unloaded_cpu": (
         "Unloaded: the worker (pid {pid}) has ended and its {memory} GiB of RAM with it (verified).",
         "已卸载:对话进程(pid {pid})已退出,它占用的 {memory} GiB 内存随之释放(已核实)。",
@@ -250,8 +323,11 @@ WORDS: dict[str, tuple[str, str]] = {
         "已卸载:对话进程(pid {pid})已退出,NVML 不再记它占用任何显存(释放 {memory} GiB);现在 {used}。",
     ),
     "chat.unload_left": (
-        "The worker (pid {pid}) is still there after the unload: it holds {memory} GiB. Abort it from the runs list.",
-        "卸载后对话进程(pid {pid})仍在,占用 {memory} GiB。请在运行列表中中断它。",
+        "The worker (pid {pid}) is still there after SIGTERM and SIGKILL, holding {memory} GiB: the system has not "
+        "ended it, as happens to a process stuck in the kernel (a hung disk or driver); `ps -o stat,cmd -p {pid}` "
+        "shows its state.",
+        "发出 SIGTERM 和 SIGKILL 后对话进程(pid {pid})仍在,占用 {memory} GiB:系统没有结束它,卡在内核里的进程"
+        "(磁盘或驱动无响应)会这样;`ps -o stat,cmd -p {pid}` 可以查看它的状态。",
     ),
     "chat.figures": ("{side}: {tokens} tokens, first after {ttft} s, {tps} tokens/s", "{side}:{tokens} 个 token,首个 token 用时 {ttft} 秒,每秒 {tps} 个"),
     "chat.stopped": ("stopped", "已停止"),

@@ -69,7 +69,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} has no config.json; point to the folder that holds the model's config.json",
         "{path} 中没有 config.json;请指向含有模型 config.json 的目录",
     ),
-    "check.demo_model_built": ("the demo model will be built on first use (a few seconds)", "演示模型会在第一次使用时构建(几秒钟)"),
+    "check.demo_model_built": ("the demo model will be built on first use", "演示模型会在第一次使用时构建"),
     "check.model_is_file": (
         "{path} is a file; point to the model folder that holds config.json",
         "{path} 是一个文件;请指向含有 config.json 的模型目录",

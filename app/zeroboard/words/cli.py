@@ -1,6 +1,12 @@
 """The command line's words: help texts and messages of ``zeroboard``."""
 
 WORDS: dict[str, tuple[str, str]] = {
+    "cli.probe_budget_help": (
+        "with --fit: seconds to measure the settings that fit on the job's devices, when they are on this machine "
+        "(each runs a few optimizer steps; 0: rank by the step-time model only; default {s})",
+        "与 --fit 一起使用:在本机有任务所用设备时,用于实测放得下的各设置的秒数(每个设置跑几步优化器更新;"
+        "0:只按步时模型排序;默认 {s})",
+    ),
     "cli.fit_help": (
         "search stage x offload x micro-batch x gradient checkpointing for the fastest setting that fits the chosen devices (same global batch); prints it as --set overrides",
         "在所选设备上搜索 stage × offload × micro-batch × 梯度检查点,找出放得下的最快设置(全局 batch 不变),并打印为 --set 参数",
@@ -66,6 +72,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.prompt_help": ("a question to ask (repeatable; default: the demo prompts)", "要问的问题(可重复;默认:演示问题)"),
     "cli.no_base_help": ("skip the base model's answers", "不生成基座模型的回答"),
     "cli.demo_help": ("build the tiny offline demo model and data", "构建离线演示用的小模型和数据"),
+    "cli.demo_lesson_help": (
+        "build the ZeRO lesson's larger model instead (into {path}; examples/lesson_zero.yaml trains it)",
+        "改为构建 ZeRO 对比课用的较大模型(位于 {path};examples/lesson_zero.yaml 训练它)",
+    ),
     "cli.presets_help": ("write the DeepSpeed presets (kept if you edited them)", "写入 DeepSpeed 预设(你修改过的会保留)"),
     "cli.webui_help": ("serve the web dashboard", "启动网页界面"),
     "cli.screenshots_help": (
@@ -77,12 +87,17 @@ WORDS: dict[str, tuple[str, str]] = {
     "cli.note": ("note: {field}: {text}", "注意:{field}:{text}"),
     "cli.ok": ("ok", "没有问题"),
     "cli.run_from": ("# run from {cwd}", "# 在 {cwd} 中运行"),
+    "cli.full_paths_help": (
+        "print every path as it is (absolute where it is), to run the command from another folder",
+        "按原样打印每个路径(绝对路径保持绝对),以便在其他目录运行该命令",
+    ),
     "cli.ds_config": ("# DeepSpeed config: {path}", "# DeepSpeed 配置:{path}"),
     "cli.plan_error": ("plan: {why}", "显存估算:{why}"),
     "cli.busy": ("Not started: {why}", "没有启动:{why}"),
     "cli.not_started": ("Not started: {why}", "没有启动:{why}"),
     "cli.tracker": ("tracker {tracker} writes into {path}; open it with: {open}", "实验跟踪 {tracker} 写入 {path};打开方式:{open}"),
-    "cli.started": ("started {run} (supervisor pid {pid}); Ctrl-C stops the job", "已启动 {run}(监督进程 pid {pid});Ctrl-C 停止任务"),
+    "cli.started": ("started {run} (supervisor pid {pid})", "已启动 {run}(监督进程 pid {pid})"),
+    "cli.following": ("following its log here; Ctrl-C stops the job", "在这里跟踪它的日志;Ctrl-C 停止任务"),
     "cli.detached": (
         "left running: zeroboard runs shows it, zeroboard stop {run} stops it",
         "保持运行:zeroboard runs 查看,zeroboard stop {run} 停止",
@@ -110,7 +125,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "已写入 {path}:{base} 合并了适配器 {adapter}({n} 个参数)",
     ),
     "cli.demo_there": ("demo model already in {path} (use --force to rebuild)", "演示模型已在 {path}(用 --force 重新构建)"),
-    "cli.demo_built": ("built the demo model in {path}", "已在 {path} 构建演示模型"),
+    "cli.demo_built": ("built the demo model in {path} ({seconds} s)", "已在 {path} 构建演示模型(用时 {seconds} 秒)"),
     "cli.presets_current": ("presets in {path} are up to date", "{path} 中的预设已是最新"),
     "cli.no_screenshot_tool": (
         "the screenshot tool {path} is part of the source checkout; run this from the checkout (make screenshots)",
@@ -123,8 +138,8 @@ WORDS: dict[str, tuple[str, str]] = {
                            "编译本机任务要加载的 DeepSpeed 算子(只需一次;make run 会做)"),
     "cli.build_ops_op_help": ("only this op builder (e.g. CPUAdamBuilder); repeat for more",
                               "只编译这个算子(例如 CPUAdamBuilder);可重复"),
-    "ops.start": ("building DeepSpeed ops for {kind} (first time only, side by side): {ops}",
-                  "正在编译 {kind} 的 DeepSpeed 算子(仅首次,并行):{ops}"),
+    "ops.start": ("building DeepSpeed ops for {kind} (first time only, side by side): {ops}\n  into {folder}",
+                  "正在编译 {kind} 的 DeepSpeed 算子(仅首次,并行):{ops}\n  编译到 {folder}"),
     "ops.still": ("  still compiling {ops} · {wall} s", "  仍在编译 {ops} · {wall} 秒"),
     "ops.there": ("  {op}: already built", "  {op}:已编译过"),
     "ops.built": ("  {op}: built in {seconds} s", "  {op}:编译完成,用时 {seconds} 秒"),

@@ -85,7 +85,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "Jobs waiting for their devices or folder, in the order they start. Each starts through the same checks as "
         "Start as soon as what it waits for is free; **Queue** on the Train page adds one.",
         "等待设备或输出目录空出的任务,按启动顺序排列。所等的资源一空出,就按与“开始”相同的检查启动;在训练页点"
-        "“排队”即可加入。",
+        "“加入队列”即可加入。",
     ),
     "headers.queue": ("#|id|status|waited|output folder|devices|from|why it waits",
                       "序号|编号|状态|已等待|输出目录|设备|来自|等待原因"),

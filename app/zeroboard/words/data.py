@@ -143,13 +143,6 @@ WORDS: dict[str, tuple[str, str]] = {
         "{info} 中的数据集 {name} 映射了 {keys}:这是多模态训练的数据,纯文本的监督微调无法按原意学习(媒体会被当作占位文本训练);"
         "请去掉这些键,或换一个纯文本数据集",
     ),
-    "data.not_sft_pref": (
-        "dataset {name} in {info} is preference data ({keys}: chosen and rejected answers, or kto labels), made for "
-        "preference training (LLaMA-Factory's stages rm, dpo, kto), which ZeroBoard does not train yet; supervised "
-        "fine-tuning needs one answer per prompt: pick an SFT dataset",
-        "{info} 中的数据集 {name} 是偏好数据({keys}:chosen 与 rejected 回答,或 kto 标签),用于偏好训练(LLaMA-Factory 的 rm、dpo、kto 阶段),"
-        "ZeroBoard 还不支持;监督微调需要每个提问一个回答:请换一个 SFT 数据集",
-    ),
     "data.record_media": (
         "has {keys}: a multimodal record, which a text-only supervised fine-tune cannot learn as meant; remove the media "
         "or pick a text dataset",

@@ -16,6 +16,18 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "lora trains a small adapter; full trains every weight.",
         "lora 只训练小的适配器;full 训练全部权重。",
     ),
+    "training_stage": (
+        "Training stage",
+        "训练阶段",
+        "sft: supervised fine-tuning (one answer per prompt). Preference tuning, through TRL, on pairs of a chosen and a rejected answer (a ranking dataset): dpo (against a reference model), orpo and simpo (no reference model); or kto, on answers tagged good or bad (a kto_tag dataset).",
+        "sft:监督微调(每个问题一个回答)。偏好训练(通过 TRL),使用「选中 / 拒绝」回答对(ranking 数据集):dpo(对照参考模型)、orpo 和 simpo(不需要参考模型);或 kto,使用标注好坏的回答(带 kto_tag 的数据集)。",
+    ),
+    "quantization_bit": (
+        "Quantization bit",
+        "量化等级",
+        "QLoRA: load the frozen base in 4 or 8 bits (bitsandbytes, on an NVIDIA GPU) and train LoRA adapters on every linear layer; 0: no quantization.",
+        "QLoRA:以 4 或 8 位加载冻结的底座模型(bitsandbytes,需要 NVIDIA GPU),在所有线性层上训练 LoRA 适配器;0 表示不量化。",
+    ),
     "dataset_dir": (
         "Data dir",
         "数据路径",
@@ -225,6 +237,30 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "LoRA 作用模块",
         "Module names to adapt, or 'all' for every linear layer but the output head.",
         "要适配的模块名,或 all 表示除输出层外的所有线性层。",
+    ),
+    "pref_beta": (
+        "Beta",
+        "Beta 参数",
+        "Preference tuning: how far the model may move from the reference (dpo, kto: higher stays closer), ORPO's weight of the odds-ratio term, SimPO's reward scale.",
+        "偏好训练:模型可偏离参考模型的程度(dpo、kto:越大越接近参考模型),ORPO 中赔率比项的权重,SimPO 中奖励的缩放。",
+    ),
+    "pref_loss": (
+        "DPO loss",
+        "DPO 损失函数",
+        "dpo's loss: sigmoid (the DPO paper's), hinge, ipo.",
+        "dpo 的损失函数:sigmoid(DPO 论文的)、hinge、ipo。",
+    ),
+    "pref_ftx": (
+        "SFT loss weight",
+        "SFT 损失权重",
+        "dpo and simpo: the weight of a supervised loss on the chosen answers added to the preference loss (0: none).",
+        "dpo 和 simpo:在偏好损失之外,对选中回答的监督损失的权重(0 表示不加)。",
+    ),
+    "simpo_gamma": (
+        "SimPO gamma",
+        "SimPO gamma 参数",
+        "simpo: the target reward margin between the chosen and the rejected answer.",
+        "simpo:选中回答与拒绝回答之间的目标奖励差。",
     ),
     "output_dir": (
         "Output dir",

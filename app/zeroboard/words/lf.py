@@ -7,10 +7,21 @@ WORDS: dict[str, tuple[str, str]] = {
         "(stage: sft)",
         "{stage}(在原始文本上预训练)这里还不支持:ZeroBoard 训练的是监督微调(stage: sft)",
     ),
-    "lf.stage_pref": (
-        "{stage} trains on preference data (chosen/rejected pairs or kto labels), which ZeroBoard does not "
-        "train yet: it trains supervised fine-tuning (stage: sft)",
-        "{stage} 在偏好数据(chosen/rejected 对或 kto 标签)上训练,ZeroBoard 还不支持:它训练的是监督微调(stage: sft)",
+    "lf.stage_rm": (
+        "{stage} (training a reward model) is not trained here: ZeroBoard trains sft, dpo (with pref_loss orpo or simpo: ORPO, SimPO) and kto",
+        "{stage}(训练奖励模型)这里不支持:ZeroBoard 训练 sft、dpo(pref_loss 为 orpo 或 simpo 时即 ORPO、SimPO)和 kto",
+    ),
+    "lf.kto_pair": (
+        "kto_pair is not a loss TRL keeps (it moved to the KTO trainer): use stage: kto with kto-tagged data, or pref_loss sigmoid",
+        "kto_pair 已不是 TRL 保留的损失(已移到 KTO 训练器):请对带 kto 标签的数据使用 stage: kto,或使用 pref_loss sigmoid",
+    ),
+    "lf.pref_unsupported": (
+        "preference tuning here takes pref_beta, pref_loss, pref_ftx and simpo_gamma, and keeps TRL's default for this setting (got {value}); remove it to train with the default",
+        "这里的偏好训练只接受 pref_beta、pref_loss、pref_ftx 和 simpo_gamma,此项使用 TRL 的默认值(当前为 {value});删掉它即可用默认值训练",
+    ),
+    "lf.doc_pref_loss": (
+        "sigmoid, hinge, ipo: dpo's loss; orpo, simpo (with stage: dpo): training_stage orpo or simpo; kto_pair refused",
+        "sigmoid、hinge、ipo:dpo 的损失;orpo、simpo(与 stage: dpo 一起):training_stage 为 orpo 或 simpo;kto_pair 被拒绝",
     ),
     "lf.stage_ppo": (
         "ppo (reinforcement learning with a reward model) is not trained here: ZeroBoard trains supervised "
@@ -60,11 +71,6 @@ WORDS: dict[str, tuple[str, str]] = {
     "lf.unsupported": (
         "no equivalent in ZeroBoard yet (got {value}); remove it to train without it",
         "在 ZeroBoard 中还没有对应(当前为 {value});删掉它即可不用它训练",
-    ),
-    "lf.quantization": (
-        "{value}: QLoRA (training on a quantized model) is not supported yet; remove it to train "
-        "LoRA on the full-precision model",
-        "{value}:还不支持 QLoRA(在量化模型上训练);删掉它即可在全精度模型上训练 LoRA",
     ),
     "lf.token_in_file": (
         "a secret does not belong in the job file (it is saved with the run); set it in the environment "
@@ -153,8 +159,8 @@ WORDS: dict[str, tuple[str, str]] = {
         "这里导出是训练之后的一步(zeroboard merge、zeroboard export)",
     ),
     "lf.noop_stage": (
-        "read only by the stages rm, ppo, dpo and kto, which are not trained here",
-        "只有 rm、ppo、dpo、kto 阶段使用,这里不训练这些阶段",
+        "read only by the stages rm and ppo, which are not trained here",
+        "只有 rm、ppo 阶段使用,这里不训练这些阶段",
     ),
     "lf.noop_method": (
         "read only with a method that is off here (its switch is refused when on)",
@@ -185,8 +191,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "lf.doc_finetuning_type": ("lora, full; freeze and oft refused", "lora、full;freeze 和 oft 被拒绝"),
     "lf.doc_report_to": ("one tracker, or none; several refused", "一个跟踪工具或 none;多个被拒绝"),
     "lf.doc_stage": (
-        "sft is what ZeroBoard trains; pt, rm, ppo, dpo and kto refused (not trained yet)",
-        "sft 是 ZeroBoard 训练的阶段;pt、rm、ppo、dpo、kto 被拒绝(还不支持)",
+        "training_stage: sft, dpo, kto (dpo with pref_loss orpo or simpo: orpo, simpo); pt, rm and ppo refused",
+        "training_stage:sft、dpo、kto(dpo 且 pref_loss 为 orpo 或 simpo 时:orpo、simpo);pt、rm、ppo 被拒绝",
     ),
     "lf.doc_do_train": ("true: a job trains; false refused", "true:任务就是训练;false 被拒绝"),
     "lf.doc_bf16": ("true: precision bf16", "true:precision bf16"),

@@ -1,5 +1,7 @@
 """The memory plan's words (planner.report fills them with a plan's figures, so both languages show the same ones)."""
 
+from .plan_probe import WORDS as _PROBE_WORDS
+
 WORDS: dict[str, tuple[str, str]] = {
     # errors of the planner
     "plan.unknown_arch": (
@@ -15,6 +17,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "{path} 中没有 config.json;显存估算需要读取模型的 config.json:{hint}",
     ),
     "plan.hint_demo": ("build it with `zeroboard demo-model`", "先用 `zeroboard demo-model` 构建它"),
+    "plan.hint_lesson": ("build it with `zeroboard demo-model --lesson`", "先用 `zeroboard demo-model --lesson` 构建它"),
     "plan.hint_folder": ("point to a local model folder that holds config.json", "请指向含有 config.json 的本地模型目录"),
     "plan.source.cache": (
         "config.json of {repo} read from the local Hugging Face cache (nothing downloaded)",
@@ -87,6 +90,44 @@ WORDS: dict[str, tuple[str, str]] = {
         "预计每步耗时:依据 H200 实测的估计;显存估算没有 {gpu} 的性能数据。",
     ),
     "plan.config_not_json": ("{path} cannot be read as JSON: {why}", "{path} 无法按 JSON 读取:{why}"),
+    # models planned from a trace of their own code (planner.traces)
+    "plan.not_derived": (
+        "model_type {model_type} ({arch}) is not one of the families derived by hand: its own code is traced",
+        "model_type {model_type}({arch})不在手工推导的模型族中:改为追踪它自己的代码",
+    ),
+    "plan.tracing": (
+        "tracing the code of {model_type} (once per config.json and transformers version, about a minute)",
+        "正在追踪 {model_type} 的代码(每个 config.json 与 transformers 版本只追踪一次,约一分钟)",
+    ),
+    "plan.tracing_panel": ("*Memory plan: {why}… it appears here when done.*", "*显存估算:{why}……完成后显示在这里。*"),
+    "plan.tracing_panel_cpu": ("*Memory plan: {why}… it appears here when done.*", "*内存估算:{why}……完成后显示在这里。*"),
+    "plan.untraceable": (
+        "the code of {model_type} could not be traced ({why}); the job may still start, without a plan",
+        "无法追踪 {model_type} 的代码({why});任务仍可启动,只是没有估算",
+    ),
+    "plan.not_traced": (
+        "{model_type} has not been traced yet: `zeroboard plan` or the page's memory plan traces it once",
+        "{model_type} 尚未追踪:`zeroboard plan` 或页面上的显存估算会追踪它一次",
+    ),
+    "plan.trace_failed": ("the tracer stopped: {why}", "追踪进程中止:{why}"),
+    "plan.trace.custom_code": (
+        "its config names custom code (auto_map): only model classes transformers ships are traced",
+        "其 config 指向自定义代码(auto_map):只追踪 transformers 自带的模型类",
+    ),
+    "plan.trace.no_layers": (
+        "{cls} has no list of {n} decoder layers (not a transformer decoder as the tracer knows one)",
+        "{cls} 中没有 {n} 个解码层组成的列表(不是追踪器认识的 Transformer 解码器)",
+    ),
+    "plan.trace.not_linear": (
+        "what its layers keep does not grow with tokens and sequence length as traced (off by {off})",
+        "其各层保存的张量不随 token 数与序列长度按追踪的规律增长(偏差 {off})",
+    ),
+    "plan.trace.raised": ("its code failed on meta tensors: {error}", "其代码在 meta 张量上运行失败:{error}"),
+    "plan.trace_timeout": ("it ran longer than {s} s", "运行超过 {s} 秒"),
+    "plan.trace_waiting": (
+        "Tracing the model's own code (first plan of this config.json)…",
+        "正在追踪模型自己的代码(此 config.json 的首次估算)……",
+    ),
     "plan.unavailable": ("*Memory plan unavailable: {why}*", "*无法估算显存:{why}*"),
     "plan.fix_fields": ("*Memory plan: fix the marked fields first.*", "*显存估算:请先修正标出的字段。*"),
     "plan.unavailable_cpu": ("*Memory plan unavailable: {why}*", "*无法估算内存:{why}*"),
@@ -269,6 +310,13 @@ WORDS: dict[str, tuple[str, str]] = {
         "ZeRO-3 在完整的 logits 上计算 loss;开启 offload 时,分配器可能每一步把这些与 logits 同样大小的缓冲放到新地址:"
         "「需要的空闲显存」为此多留一份 16 位 logits 的空间,以及收集后常驻、把空闲区切开的共享词嵌入(在 H200 上追踪得出)",
     ),
+    "plan.note.traced": (
+        "Planned from a trace of the model's own code (not a hand-derived family): what each layer keeps for backward "
+        "was counted on the meta device and scaled to this batch; Liger's norm and MLP kernels, where the run gets "
+        "them, keep less than planned.",
+        "依据对模型自身代码的追踪估算(非手工推导的模型族):每层为反向传播保存的张量在 meta 设备上统计,再按本批次规模外推;"
+        "若运行时启用 Liger 的归一化与 MLP 内核,实际占用会低于估算。",
+    ),
     "plan.note.cpu": (
         "CPU processes: the estimate is each process's RAM (RSS), including the Python/torch runtime",
         "CPU 进程:估算的是每个进程的内存(RSS),包括 Python/torch 运行时",
@@ -358,3 +406,4 @@ WORDS: dict[str, tuple[str, str]] = {
         "使用 LoRA 时切分的是适配器 Ψt;冻结的基座仍占 2Ψ/N。",
     ),
 }
+WORDS.update(_PROBE_WORDS)  # --fit measured on the devices: kept apart for this module's size

@@ -84,6 +84,7 @@ WORDS: dict[str, tuple[str, str]] = {
         "launcher gone; SIGTERM to {n} remaining process(es) {pids}",
         "启动器已不在;向剩下的 {n} 个进程 {pids} 发送 SIGTERM",
     ),
+    "run.stop_sigterm_worker": ("SIGTERM to the chat worker (pid {pid})", "向对话进程(pid {pid})发送 SIGTERM"),
     "run.stop_sigkill": (
         "still running after {seconds} s: SIGKILL to {pids} and their groups",
         "{seconds} 秒后仍在运行:向 {pids} 及其进程组发送 SIGKILL",

@@ -46,6 +46,39 @@ WORDS: dict[str, tuple[str, str]] = {
         "Speed: between the first and the last logged step of the run's last attempt.",
         "实测:每个设备(rank 0、1……)的{what}峰值。估算:运行开始时保存的显存/内存估算。速度:取该运行最后一次启动中第一个和最后一个记录步之间。",
     ),
+    "runs.gpu_plan_head": ("plan per GPU ({n} × {gpu})", "每张 GPU 的估算({n} × {gpu})"),
+    "runs.gpu_note": (
+        "Plan per GPU: the same job, with the DeepSpeed config the run used, planned on {n} × {gpu} in bf16 (the torch "
+        "allocator's peak on each GPU).",
+        "每张 GPU 的估算:同一个任务、同一份 DeepSpeed 配置,在 {n} × {gpu} 上以 bf16 训练时每张 GPU 的估算峰值"
+        "(torch 分配器)。",
+    ),
+    "runs.host_offload": (
+        "These runs used CPU processes, whose device is the host: offload moves the optimizer states from host memory "
+        "to host memory and saves nothing here. On GPUs it moves them off the GPU, as the plan per GPU shows.",
+        "这些运行用的是 CPU 进程,设备就是主机本身:offload 只是把优化器状态从主机内存搬到主机内存,在这里省不下任何内存。"
+        "在 GPU 上它才会把这些状态移出显存,见每张 GPU 的估算。",
+    ),
+    "runs.moved_title": ("What each setting keeps where", "各设置把训练状态放在哪里"),
+    "runs.moved": ("**{setting}**{formula}: {parts}; activations stay with each GPU.",
+                   "**{setting}**{formula}:{parts};激活值留在各自的 GPU 上。"),
+    "runs.moved.replicated": ("{what} replicated on every GPU", "{what}每张 GPU 各存一份"),
+    "runs.moved.partitioned": ("{what} partitioned over the {n} GPUs", "{what}分片到 {n} 张 GPU"),
+    "runs.moved.offloaded": ("{what} offloaded to CPU memory", "{what}卸载到 CPU 内存"),
+    "runs.moved.formula": (" ({formula})", "({formula})"),
+    "runs.moved.and": (" and ", "和"),
+    "runs.moved.comma": (", ", "、"),
+    "runs.moved.sep": (", ", ";"),
+    "runs.curves_same_all": ("The {n} loss curves coincide and draw as one line: {why}",
+                             "这 {n} 条损失曲线完全重合,图中只看得到一条线:{why}"),
+    "runs.curves_same": ("The loss curves of {runs} coincide and draw as one line: {why}",
+                         "{runs} 的损失曲线完全重合,图中只看得到一条线:{why}"),
+    "runs.curves_why_zero": (
+        "the same seed and the same data give the same losses under each setting. ZeRO and offload change where the "
+        "training states are kept, not what is computed.",
+        "同样的随机种子和同样的数据,在各个设置下得到同样的损失。ZeRO 和 offload 改变的是训练状态存放在哪里,而不是计算本身。",
+    ),
+    "runs.curves_why": ("these runs logged the same losses at every step.", "这些运行在每个记录步的损失都相同。"),
     "runs.what.rss": ("process RSS", "进程 RSS"),
     "runs.what.torch": ("torch allocator", "torch 分配器"),
     "runs.yes": ("yes", "是"),
@@ -79,6 +112,8 @@ WORDS: dict[str, tuple[str, str]] = {
                                  "(empty).", "已删除运行 {run} 写入的内容;目录本身在运行之前就已存在,予以保留(现在为空)。"),
     "runs.confirm_delete_left": ("These stay, as the run did not write them: {files}.",
                                  "以下内容不是这次运行写入的,会保留:{files}。"),
+    # the duration column: training time, and apart the time the run spent compiling DeepSpeed's ops first
+    "runs.duration_compile": ("{took} (+ {compile} compiling DeepSpeed ops)", "{took}(另有 {compile} 编译 DeepSpeed 算子)"),
     "runs.archived": ("Archived {run} into {to}.", "已把 {run} 归档到 {to}。"),
     "runs.restored": ("Restored {run} to {to}.", "已把 {run} 恢复到 {to}。"),
     "runs.not_registered": ("{run} is not a run of this workspace.", "{run} 不是本工作区的运行。"),
