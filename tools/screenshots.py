@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -422,6 +423,9 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tools/screenshots.py", description=__doc__.splitlines()[0])
     add_arguments(p)
+    # a stop (timeout, kill, a closed terminal) ends as Ctrl-C does: the tool's server and demo run are stopped too
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     return run(p.parse_args(argv))
 
 

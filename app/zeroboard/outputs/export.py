@@ -106,7 +106,9 @@ def consolidate(path: str | Path, out_dir: str | Path) -> dict:
     if (ckpt / "adapter_config.json").is_file() or (run / "adapter_config.json").is_file():
         raise OutputError(say("out.zero_of_lora", ckpt=str(ckpt)))
     try:
-        shape = shapes.read_model(cfg_src.parent)
+        expected = shapes.read_model(cfg_src.parent).params
+    except shapes.Untraced:  # a causal LM whose layers the planner traces rather than derives: nothing to check it by
+        expected = None
     except shapes.PlanError as e:
         raise OutputError(e.args[0]) from None
     out = _new_dir(out_dir, run)
@@ -121,7 +123,7 @@ def consolidate(path: str | Path, out_dir: str | Path) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"path": str(out), "from": str(ckpt), "step": zero_step(ckpt), "parameters": n,
-            "expected_parameters": shape.params, "copied": copied}
+            "expected_parameters": expected, "copied": copied}
 
 
 def _write_fp32_model(ckpt: Path, config_dir: Path, dest: Path) -> int:
@@ -182,6 +184,8 @@ def merge(path: str | Path, out_dir: str | Path, base_model: str | None = None) 
         raise OutputError(say("out.merge_base", base=repr(base)))
     try:
         shapes.read_model(base)
+    except shapes.Untraced:
+        pass  # a causal LM of a family the planner traces: merged as any other
     except shapes.PlanError as e:
         raise OutputError(e.args[0]) from None
     out = _new_dir(out_dir, path)
