@@ -170,6 +170,13 @@ def assert_no_process_left(run_dir: str) -> None:
     assert all(processes.proc(r["pid"], r["ctime"]) is None for r in st.ranks)
 
 
+def as_one_line(box: str) -> str:
+    """The command box's text as the one bash line it pastes as: the comment saying where it runs left out, each
+    line's ``\\`` continuation joined."""
+    body = "\n".join(line for line in box.splitlines() if not line.startswith("#"))
+    return re.sub(r" \\\n\s*", " ", body).strip()
+
+
 # --- tests --------------------------------------------------------------------------------------
 
 
@@ -184,11 +191,11 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     page.locator("#zb-offload input[type=checkbox]").check()
     page.wait_for_function("() => document.querySelector('#zb-plan').innerText.includes('Memory plan: ZeRO-2')")
     page.locator("#zb-preview").click()
-    mark = page.locator("#zb-command mark.zb-ds")
+    mark = page.locator("#zb-command mark.zb-ds >> nth=0")
     mark.wait_for()
     assert mark.inner_text() == "cache/ds_z2_offload_config.json"
-    shown = page.locator("#zb-command pre").inner_text()
-    assert page.locator("#zb-command pre").evaluate("e => getComputedStyle(e).wordBreak") != "break-all"  # no --deepspee|d
+    shown = page.locator("#zb-command pre.zb-cmd >> nth=0").inner_text()
+    assert page.locator("#zb-command pre.zb-cmd >> nth=0").evaluate("e => getComputedStyle(e).wordBreak") != "break-all"  # no --deepspee|d
     assert "CUDA_VISIBLE_DEVICES=''" in shown and "--deepspeed cache/ds_z2_offload_config.json" in shown
     page.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     code = page.locator("#zb-ds-json .cm-content").inner_text()
@@ -198,7 +205,8 @@ def test_newcomer_previews_stage_2_offload_then_starts_and_sees_it_finish(server
     run_dir = start_job(page, workdir / "newcomer", max_steps=60)
     ran = json.loads((Path(run_dir) / record.COMMAND_FILE).read_text())
     assert ran["deepspeed_config"] == "cache/ds_z2_offload_config.json"
-    assert ran["shell"] in page.locator("#zb-command pre").inner_text()  # what ran is what is shown
+    # what ran is what is shown: the folded box with the paths as they are, read as one bash line
+    assert as_one_line(page.locator("#zb-command details.zb-full pre").text_content()) == ran["shell"]
 
     page.wait_for_function("() => document.querySelector('#zb-log textarea').value.includes('[rank1]:')",
                            timeout=RUN_S * 1000)

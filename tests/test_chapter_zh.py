@@ -53,7 +53,9 @@ TERMS = {"zeroboard", "deepspeed", "stage", "offload", "lora", "zero", "gpu", "g
          "reduce", "bucket", "tensorboard", "wandb", "mlflow", "swanlab", "tb", "mlruns", "swanlog", "factory",
          "proportional", "end", "ollama", "modelfile", "softmax", "plain", "chatml", "mistral", "gemma", "qwen", "phi", "alpaca", "eval",
          # data formats and the values of the data fields (LLaMA-Factory's names: the template default, concat)
-         "csv", "parquet", "concat", "default", "vicuna", "llamafactory"}
+         "csv", "parquet", "concat", "default", "vicuna", "llamafactory",
+         # the preference methods and the libraries behind them, named as their papers and packages name them
+         "sft", "dpo", "kto", "orpo", "simpo", "qlora", "trl", "bitsandbytes"}
 WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*(?![A-Za-z0-9_])")  # whole ASCII words, CJK around or not
 SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){2,}")
 
@@ -138,8 +140,8 @@ def test_the_chapter_in_chinese(browser, server):
     choose(pg, "deepspeed_stage", "2")
     pg.locator("#zb-offload input[type=checkbox]").check()
     pg.locator("#zb-preview").click()
-    assert pg.locator("#zb-command mark.zb-ds").inner_text() == "cache/ds_z2_offload_config.json"
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")  # where it runs, in Chinese too
+    assert pg.locator("#zb-command mark.zb-ds >> nth=0").inner_text() == "cache/ds_z2_offload_config.json"
+    assert pg.locator("#zb-command pre.zb-cmd >> nth=0").inner_text().startswith("# 在工作区目录中运行")  # where it runs, in Chinese too
     pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     assert_chinese(pg, "the preview")
 
@@ -192,7 +194,7 @@ def test_the_chapter_in_chinese(browser, server):
     assert pg.locator("#zb-offload input[type=checkbox]").is_checked()
     assert pg.locator("#zb-offload input[type=checkbox]").is_disabled()
     assert "ds_z2_offload_config.json" in pg.locator("#zb-command").inner_text()
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")
+    assert pg.locator("#zb-command pre.zb-cmd >> nth=0").inner_text().startswith("# 在工作区目录中运行")
     assert "offload_optimizer" in pg.locator("#zb-ds-json").inner_text()
     assert_chinese(pg, "a reload during the run")
 

@@ -203,7 +203,7 @@ def test_no_english_on_any_chinese_tab(browser, server):
     choose(pg, "deepspeed_stage", "2")
     pg.locator("#zb-preview").click()
     pg.wait_for_function("() => (document.querySelector('#zb-ds-json')?.innerText || '').includes('\"stage\": 2')")
-    assert pg.locator("#zb-command pre").inner_text().startswith("# 在工作区目录中运行")
+    assert pg.locator("#zb-command pre.zb-cmd >> nth=0").inner_text().startswith("# 在工作区目录中运行")
     assert_no_english(pg, "the Train tab after 预览命令")
 
     runs_tab(pg)

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,7 @@ from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_un
 from zeroboard import words  # noqa: E402
 from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
+from zeroboard.job.record import STATE_FILE  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
 PREVIEW_PORT = 29500  # the master port the preview names (the first free one from here): not a random one
@@ -69,6 +71,7 @@ COMPARE_STEPS = 60
 BUSY_EXIT = 3  # zeroboard train: not started, another job holds the devices
 BUSY_S = 900  # how long the tool waits for them
 CHAPTER_TEXT = "chapter_text.json"
+HOLD_S = 3600  # the demo run's stall_min_s: longer than the pause of its running shots
 DRAWN_BY = "drawn_by.json"  # the Chromium version that drew the images (see write_drawn_by)
 VIEWPORT = {"width": 1440, "height": 1000}
 CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -184,7 +187,7 @@ def shoot_form(tab: Tab, out: Path, port: int) -> None:
     tab.fill("master_port", port)
     more.click()
     tab.pg.locator("#zb-preview").click()
-    tab.pg.locator("#zb-command mark.zb-ds").wait_for()
+    tab.pg.locator("#zb-command mark.zb-ds >> nth=0").wait_for()
     tab.pg.wait_for_function("() => document.querySelector('#zb-ds-json').innerText.includes('offload_optimizer')")
     tab.pg.mouse.move(0, 0)  # no hover colour on the button
     for name in ("preview_offload", "chapter_preview", "chapter_json"):
@@ -200,11 +203,30 @@ def start_demo_run(tab: Tab, opts: Options, index: Path, ws: Path) -> None:
     tab.fill("output_dir", DEMO_RUN)
     tab.fill("max_steps", opts.max_steps)
     tab.fill("logging_steps", opts.logging_steps)
+    tab.fill("stall_min_s", HOLD_S)  # held while the tabs shoot it (held()): not a stall
     start_on_page(tab.pg, index, ws / DEMO_RUN, lang=tab.lang)  # another workspace's job may hold the CPU a while
     tab.wait_status(lambda s: s in ("starting", "running", "finished", "failed"), 120)
 
 
-def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> None:
+@contextmanager
+def held(run_dir: Path):
+    """The demo run's ranks stopped (SIGSTOP) while the tabs shoot it, then let go (SIGCONT): every tab shows the
+    same step of a run still running. On a busy machine the run otherwise ended between the first tab's shots and
+    the last's. The run's stall_min_s (start_demo_run) is longer than the pause, so it is not shown as stalled."""
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    pids = [r["pid"] for r in state.get("ranks", []) if r.get("pid")]
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def shoot_running(tabs: list[Tab], out: Path, opts: Options, run_dir: Path) -> None:
     lead = tabs[0]
     enough = max(1, opts.max_steps // 4)  # some points on the charts, and time left to shoot every tab
 
@@ -215,6 +237,18 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options) -> None:
         return all(t.step() >= enough for t in tabs)
 
     wait_until(progressed, RUN_S, f"step {enough} of the demo run")
+    with held(run_dir):
+        seen: list[tuple[int, ...]] = []
+
+        def settled() -> bool:  # every tab at the last step the ranks logged, the same in each, two ticks running
+            seen.append(tuple(t.step() for t in tabs))
+            return len(seen) > 1 and seen[-1] == seen[-2] and len(set(seen[-1])) == 1
+
+        wait_until(settled, 60, "every tab at the held run's last step", every=2)
+        shoot_running_tabs(tabs, out)
+
+
+def shoot_running_tabs(tabs: list[Tab], out: Path) -> None:
     for t in tabs:  # first, in every tab: the process table has its rows only while the run goes on
         t.pg.wait_for_function("() => Number(document.querySelector('#zb-procs [role=grid]')"
                                "?.getAttribute('aria-rowcount')) >= 3")  # the header and a row per rank
@@ -346,7 +380,7 @@ def shoot_all(tabs: list[Tab], opts: Options, index: Path, ws: Path, log: Path) 
     start_demo_run(tabs[0], opts, index, ws)
     for t in tabs[1:]:
         t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
-    shoot_running(tabs, opts.out, opts)
+    shoot_running(tabs, opts.out, opts, ws / DEMO_RUN)
     shoot_finished(tabs, opts.out)
     names = [*run_compared(ws, index, log), DEMO_RUN]
     for t in tabs:
