@@ -19,8 +19,13 @@ os.environ["ZEROBOARD_ALLOW_PATHS"] = f"{Path(tempfile.gettempdir()).resolve()}:
 # delays nor fails this suite's jobs: the product's ZEROBOARD_CPU_SHARED, inherited by the servers and commands the
 # tests start (test_runner.py checks the guard with and without it).
 os.environ["ZEROBOARD_CPU_SHARED"] = "1"
-# Runs started without an index of their own (zeroboard train in a test) register in this session's, not the checkout's.
-os.environ.setdefault("ZEROBOARD_RUNS_INDEX", str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json"))
+# Runs started without an index of their own (zeroboard train in a test) register in this process's, not the
+# checkout's. One index per test process: xdist's workers inherit the controller's environment, and each test's
+# teardown aborts the jobs of its index (no_cli_job_outlives_its_test), so a shared one let a fast test's teardown on
+# one worker abort the run another worker's test was training (the bank's lora_identity, aborted three times).
+if os.environ.get("ZEROBOARD_TESTS_PID") != str(os.getpid()):
+    os.environ["ZEROBOARD_RUNS_INDEX"] = str(Path(tempfile.mkdtemp(prefix="zeroboard-tests-")) / "runs.json")
+    os.environ["ZEROBOARD_TESTS_PID"] = str(os.getpid())
 
 
 # Tests that start training processes, browsers, clusters or containers run one after another in one worker: their
