@@ -48,20 +48,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
-from shots_page import FRAMES, Tab, Written, tolerance  # noqa: E402
+from shots_page import FRAMES, Tab, Written, held, tolerance  # noqa: E402
 
 from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from zeroboard import words  # noqa: E402
 from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
-from zeroboard.job.record import STATE_FILE  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
 PREVIEW_PORT = 29500  # the master port the preview names (the first free one from here): not a random one
@@ -206,24 +204,6 @@ def start_demo_run(tab: Tab, opts: Options, index: Path, ws: Path) -> None:
     tab.fill("stall_min_s", HOLD_S)  # held while the tabs shoot it (held()): not a stall
     start_on_page(tab.pg, index, ws / DEMO_RUN, lang=tab.lang)  # another workspace's job may hold the CPU a while
     tab.wait_status(lambda s: s in ("starting", "running", "finished", "failed"), 120)
-
-
-@contextmanager
-def held(run_dir: Path):
-    """The demo run's ranks stopped (SIGSTOP) while the tabs shoot it, then let go (SIGCONT): every tab shows the
-    same step of a run still running. On a busy machine the run otherwise ended between the first tab's shots and
-    the last's. The run's stall_min_s (start_demo_run) is longer than the pause, so it is not shown as stalled."""
-    state = json.loads((run_dir / STATE_FILE).read_text())
-    pids = [r["pid"] for r in state.get("ranks", []) if r.get("pid")]
-    for pid in pids:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 def shoot_running(tabs: list[Tab], out: Path, opts: Options, run_dir: Path) -> None:
