@@ -109,20 +109,11 @@ def compare(zb: list[dict], lf: list[dict], stage: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lf-python", type=Path, default=Path("/work/lfvenv/bin/python"))
-    ap.add_argument("--lf-data", type=Path, default=sft.FIXTURE, help="LLaMA-Factory's data/ folder")
-    ap.add_argument("--data-label", help="how the results name --lf-data (default: its path in the repository)")
-    ap.add_argument("--templates", default=",".join(sft.TEMPLATES))
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
-    if not a.lf_python.is_file():
-        print(f"no LLaMA-Factory Python at {a.lf_python}: nothing compared")
+    a = sft.comparison_args(ap)
+    if a is None:
         return 0
-    os.environ.setdefault("ZEROBOARD_ALLOW_PATHS", tempfile.gettempdir())
-    names = [n for n in a.templates.split(",") if n]
+    names, label = [n for n in a.templates.split(",") if n], sft.data_label(a)
     t0 = time.time()
-    label = a.data_label or (str(a.lf_data.resolve().relative_to(ROOT)) if a.lf_data.resolve().is_relative_to(ROOT)
-                             else str(a.lf_data))
     result: dict = {"llamafactory": sft.lf_version(a.lf_python), "data": label, "cutoffs": list(CUTOFFS),
                     "datasets": {s: LF_DATASETS[s] + OUR_DATASETS[s] for s in LF_DATASETS},
                     "tokenizer": "cache/demo/model with each family's marker tokens and bos token", "rows": {}}

@@ -160,8 +160,9 @@ def lf_version(lf_python: Path) -> str:
     return done.stdout.strip()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def comparison_args(ap: argparse.ArgumentParser):
+    """The arguments both comparisons with LLaMA-Factory take (this one and lf_pref_templates.py); None where
+    LLaMA-Factory's Python is missing (said, nothing compared)."""
     ap.add_argument("--lf-python", type=Path, default=Path("/work/lfvenv/bin/python"))
     ap.add_argument("--lf-data", type=Path, default=FIXTURE, help="LLaMA-Factory's data/ folder")
     ap.add_argument("--data-label", help="how the results name --lf-data (default: its path in the repository)")
@@ -170,12 +171,23 @@ def main() -> int:
     a = ap.parse_args()
     if not a.lf_python.is_file():
         print(f"no LLaMA-Factory Python at {a.lf_python}: nothing compared")
-        return 0
+        return None
     os.environ.setdefault("ZEROBOARD_ALLOW_PATHS", tempfile.gettempdir())
-    names = [n for n in a.templates.split(",") if n]
+    return a
+
+
+def data_label(a) -> str:
+    data = a.lf_data.resolve()
+    return a.data_label or (str(data.relative_to(ROOT)) if data.is_relative_to(ROOT) else str(a.lf_data))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    a = comparison_args(ap)
+    if a is None:
+        return 0
+    names, label = [n for n in a.templates.split(",") if n], data_label(a)
     t0 = time.time()
-    label = a.data_label or (str(a.lf_data.resolve().relative_to(ROOT)) if a.lf_data.resolve().is_relative_to(ROOT)
-                             else str(a.lf_data))
     result: dict = {"llamafactory": lf_version(a.lf_python), "data": label, "cutoffs": list(CUTOFFS),
                     "datasets": DATASETS, "tokenizer": "cache/demo/model with each family's marker tokens and bos token",
                     "templates": {}, "mixes": {}}
