@@ -55,9 +55,9 @@ run: install
 	-$(BIN)/zeroboard build-ops
 	$(BIN)/zeroboard webui $(WEBUI_ARGS)
 
-# Both cores: the tests that start training processes, browsers, clusters or containers run one after another in
-# one worker (tests/conftest.py groups them), the others spread over every worker; the 25 slowest are listed.
-PYTEST_PARALLEL ?= -n auto --dist loadgroup --durations=25
+# Both cores: each module of tests that start training processes, browsers, clusters or containers stays on one
+# worker, the longest first (tests/conftest.py groups and orders them), the others fill in; the 25 slowest are listed.
+PYTEST_PARALLEL ?= -n auto --dist loadgroup --no-loadscope-reorder --durations=25
 FAST_MARKERS := not (gpu or e2e or browser or slurm or container)
 
 # DeepSpeed's ops are built first, as make run builds them: a test's job then starts at once instead of compiling

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ["-n", "auto", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider"]
+DEFAULT = ["-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder", "-q", "-p", "no:cacheprovider"]  # make test's
 PLUGIN_ENV = "ZEROBOARD_TEST_TIMES"  # where the plugin writes its records (a JSON-lines file)
 
 
@@ -88,7 +88,9 @@ def main() -> int:
     out = Path(args.json)
     kept = json.loads(out.read_text()) if out.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))  # tests/conftest.py orders by the newest label's
     kept[args.label] = {"pytest_wall_s": round(wall, 1), "exit_code": done.returncode, "argv": argv[3:], "commit": commit,
+                        "when": when,
                         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                     "load_before": [round(x, 2) for x in load_before],
                                     "load_after": [round(x, 2) for x in os.getloadavg()]},

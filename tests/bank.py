@@ -75,35 +75,61 @@ ENTRIES = {
 
 @dataclass
 class Bank:
+    """``folder``: shared by the session's xdist workers, so each run trains once for the whole session;
+    ``index``: this test process's runs index, where :meth:`get` lists the runs it hands out."""
+
     folder: Path
     index: Path
     runs: dict[str, Path] = field(default_factory=dict)
     sums: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def trained_index(self) -> Path:
+        """The index the bank's runs are trained in: no test's teardown (which stops its own index's jobs) touches it."""
+        return self.folder / "runs.json"
+
     def get(self, name: str) -> Path:
-        """The finished run ``name`` (trained now if no test asked for it before)."""
+        """The finished run ``name`` (trained now if no test of the session asked for it before), listed in this
+        process's runs index."""
         with self._lock:
             if name not in self.runs:
-                self.runs[name] = self._train(name, ENTRIES[name])
+                self.runs[name] = self._trained(name)
                 self.sums[name] = digest(self.runs[name])
             run = self.runs[name]
         assert digest(run) == self.sums[name], f"a test wrote into the bank's run {name} ({run}): copy it first"
         return run
 
+    def _trained(self, name: str) -> Path:
+        """One training per session, whichever xdist worker asks first: the others wait on its lock, then list it."""
+        import fcntl
+
+        out = self.folder / name
+        done = self.folder / f"{name}.done"
+        with open(self.folder / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.is_file():
+                self._train(name, ENTRIES[name])
+                done.write_text("trained\n")
+        self._list(out, self.index)
+        return out
+
     def listed_in(self, name: str, index: Path) -> Path:
         """The run ``name``, listed also in another runs index (a test's server of its own lists it, as its page
-        would list a run of the workspace): its entry is the session index's, run id and all."""
+        would list a run of the workspace): its entry is the bank's, run id and all."""
+        run = self.get(name)
+        self._list(run, index)
+        return run
+
+    def _list(self, run: Path, index: Path) -> None:
         from zeroboard.job.registry import Registry
 
-        run = self.get(name)
-        entry = Registry(self.index).entry(str(run.resolve()))
-        assert entry is not None, f"the bank's run {name} is not in the session's index"
+        entry = Registry(self.trained_index).entry(str(run.resolve()))
+        assert entry is not None, f"the bank's run {run.name} is not in the bank's index"
         other = Registry(index)
         with other.locked():
             if other.entry(str(run.resolve())) is None:
                 other.add(dict(entry))
-        return run
 
     def _train(self, name: str, entry: Entry) -> Path:
         out = self.folder / name
@@ -112,7 +138,7 @@ class Bank:
             sets.append(f"model_name_or_path={tied_demo_model(self.folder / 'tied-model')}")
         argv = [sys.executable, "-m", "zeroboard.cli", "train", entry.job, *(f"--set={s}" for s in sets)]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TRAIN_S,
-                              env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(self.index)})
+                              env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(self.trained_index)})
         assert done.returncode == 0, f"the bank's run {name} did not train:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return out
 

@@ -28,16 +28,37 @@ if os.environ.get("ZEROBOARD_TESTS_PID") != str(os.getpid()):
     os.environ["ZEROBOARD_TESTS_PID"] = str(os.getpid())
 
 
-# Tests that start training processes, browsers, clusters or containers run one after another in one worker: their
-# jobs use both cores, and several at once would only wait for each other.  The rest spread over the other workers
-# (`make test` runs pytest-xdist with --dist loadgroup); without xdist the marker changes nothing.
-SERIAL = ("e2e", "browser", "slurm", "container")
+# `make test` runs pytest-xdist on both cores with --dist loadgroup.  A module of tests that start training
+# processes, browsers, clusters or containers is one group, kept on one worker: its module fixtures (a container, a
+# cluster) start once.  The groups start longest first, by the per-file times of the last measured run
+# (benchmarks/results/test_time.json), so the last to end is a short one; the quick tests fill the gaps.  Two heavy
+# modules may run at once, one a worker: every wait in them is sized for a machine training beside them.
+HEAVY = ("e2e", "browser", "slurm", "container")
+TIMES = ROOT / "benchmarks" / "results" / "test_time.json"
 
 
+def measured_file_seconds() -> dict[str, float]:
+    """Per test file, its wall time in the newest run test_time.py recorded (empty when none is committed)."""
+    import json
+
+    try:
+        labels = json.loads(TIMES.read_text())
+        newest = max(labels.values(), key=lambda run: run.get("when", ""))
+        return {name: f["wall"] for name, f in newest["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
+    heavy = {item.nodeid.split("::")[0] for item in items if any(item.get_closest_marker(m) for m in HEAVY)}
     for item in items:
-        if any(item.get_closest_marker(m) for m in SERIAL):
-            item.add_marker(pytest.mark.xdist_group("serial"))
+        module = item.nodeid.split("::")[0]
+        if module in heavy and any(item.get_closest_marker(m) for m in HEAVY):
+            item.add_marker(pytest.mark.xdist_group(module.removeprefix("tests/").removesuffix(".py")))
+    seconds = measured_file_seconds()
+    # stable: within a file the tests keep their order (and their module fixtures' reuse)
+    items.sort(key=lambda item: (item.nodeid.split("::")[0] not in heavy, -seconds.get(item.nodeid.split("::")[0], 0.0)))
 
 
 @pytest.fixture(autouse=True)
@@ -84,10 +105,15 @@ def demo() -> Path:
 
 @pytest.fixture(scope="session")
 def bank(tmp_path_factory, demo):
-    """The session's finished runs, each trained once when a test first asks (tests/bank.py): ``bank.get(name)``."""
+    """The session's finished runs, each trained once when a test of any worker first asks (tests/bank.py):
+    ``bank.get(name)``."""
     from bank import Bank
 
-    return Bank(tmp_path_factory.mktemp("bank"), Path(os.environ["ZEROBOARD_RUNS_INDEX"]))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: <session>/popen-gwN
+    folder = shared / "bank"
+    folder.mkdir(exist_ok=True)
+    return Bank(folder, Path(os.environ["ZEROBOARD_RUNS_INDEX"]))
 
 
 @pytest.fixture(scope="session")

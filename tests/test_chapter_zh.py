@@ -55,7 +55,9 @@ TERMS = {"zeroboard", "deepspeed", "stage", "offload", "lora", "zero", "gpu", "g
          # data formats and the values of the data fields (LLaMA-Factory's names: the template default, concat)
          "csv", "parquet", "concat", "default", "vicuna", "llamafactory",
          # the preference methods and the libraries behind them, named as their papers and packages name them
-         "sft", "dpo", "kto", "orpo", "simpo", "qlora", "trl", "bitsandbytes"}
+         "sft", "dpo", "kto", "orpo", "simpo", "qlora", "trl", "bitsandbytes",
+         # the dataset_info.json key that marks a preference (chosen / rejected) dataset
+         "ranking"}
 WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*(?![A-Za-z0-9_])")  # whole ASCII words, CJK around or not
 SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){2,}")
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import containers
-from helpers import chromium, wait_until
+from helpers import wait_until
 from zeroboard.job.command import free_port
 
 # the first test that needs the image waits for its build (and on a fresh machine the stand-in base's)
@@ -271,7 +271,7 @@ def test_the_page_answers_through_the_port_only_after_login(served):
     assert code == 200 and json.loads(config)["title"] == "ZeroBoard"
 
 
-def test_the_demo_trains_to_finished_and_its_run_survives_a_restart(served, workdir, figures):
+def test_the_demo_trains_to_finished_and_its_run_survives_a_restart(served, workdir, figures, browser):
     n, url = served
     train = here(doc("exec", "train"), n)
     done, figures["demo_train_s"] = timed(train, RUN_S, workdir / "train.log", check=False)
@@ -286,14 +286,17 @@ def test_the_demo_trains_to_finished_and_its_run_survives_a_restart(served, work
 
     containers.run(here(doc("stop"), n), 120, workdir / "run.log")
     figures["restart_s"] = serve_after(here(doc("start"), n), url, workdir / "run.log")
-    with chromium() as browser:
-        page = browser.new_context().new_page()
+    context = browser.new_context()  # the session's Chromium (conftest.py): a second sync Playwright cannot start
+    try:
+        page = context.new_page()
         page.goto(url)
         page.get_by_label("username").fill("zeroboard")
         page.get_by_label("password").fill(n.password)
         page.get_by_role("button", name="Login").click()
         page.wait_for_selector("#zb-status .zb-status[data-status='finished']", timeout=60_000)
         assert run in page.locator("#zb-status").inner_text()  # named as the workspace (/data) names it
+    finally:
+        context.close()
 
 
 def test_stop_ends_the_server_and_a_running_job_with_nothing_left(served, workdir, figures):

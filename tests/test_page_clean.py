@@ -44,7 +44,7 @@ SHOT_WIDTH = 1440
 ALLOWED = {"zeroboard", "deepspeed", "zero", "lora", "torchrun", "python", "cpu", "gpu", "gpus", "cuda", "nvml", "rss",
            "stage", "offload", "adam", "adamw", "json", "yaml", "gib", "mib", "pid", "rank", "token", "tokens",
            "llama", "fp32", "bf16", "fp16", "none", "auto", "full", "peft", "transformers", "slurm", "ollama", "english",
-           "csv", "parquet", "arrow", "sft", "dpo", "kto", "orpo", "simpo", "qlora", "trl", "bitsandbytes"}
+           "csv", "parquet", "arrow", "sft", "dpo", "kto", "orpo", "simpo", "qlora", "trl", "bitsandbytes", "ranking"}
 
 
 def machine_paths() -> list[str]:

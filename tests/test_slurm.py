@@ -6,6 +6,7 @@ through scancel verified by sacct, and Slurm's own words for a job it refuses.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -47,10 +48,14 @@ def page_values(job: spec.JobSpec) -> dict:
 
 def test_the_previewed_script_for_two_nodes_is_one_slurm_accepts(cluster, tmp_path, capsys):
     out = tmp_path / "two"
-    assert cli_main(["preview", "examples/demo.yaml", "--set", "launcher=slurm", "--set", "num_nodes=2",
-                     "--set", f"output_dir={out}"]) == 0
-    shown = capsys.readouterr().out
-    script = shown[shown.index("#!/bin/bash"):shown.rindex("sbatch --parsable")]
+    code = cli_main(["preview", "examples/demo.yaml", "--set", "launcher=slurm", "--set", "num_nodes=2",
+                     "--set", f"output_dir={out}"])
+    said = capsys.readouterr()
+    shown = said.out
+    submit = re.search(r"^sbatch\b", shown, re.M)  # `sbatch --parsable FILE`, one line or folded (a long path)
+    assert code == 0 and "#!/bin/bash" in shown and submit, said.out + said.err
+    assert "--parsable" in shown[submit.start():]
+    script = shown[shown.index("#!/bin/bash"):submit.start()]
     for part in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "srun", "torchrun", '--nnodes "$SLURM_NNODES"',
                  '--rdzv_id "$SLURM_JOB_ID"', "--rdzv_backend c10d", f"#SBATCH --output={out.resolve()}/launcher.log"):
         assert part in script, part
