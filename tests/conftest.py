@@ -62,6 +62,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def demo_before_a_heavy_test(request):
+    """A test that trains, browses or serves finds the demo built (a web UI would build it on its first start, in
+    minutes, inside the test's wait): the session's ``demo`` first, whichever test the scheduler starts with."""
+    if any(request.node.get_closest_marker(m) for m in HEAVY):
+        request.getfixturevalue("demo")
+
+
+@pytest.fixture(autouse=True)
 def no_cli_job_outlives_its_test():
     """A job a failed test left running (zeroboard train from a test) would block every later test's start: stop it."""
     yield
@@ -138,7 +146,7 @@ def _serve(tmp_path_factory, name: str, env: dict):
 
 
 @pytest.fixture(scope="session")
-def webui(tmp_path_factory):
+def webui(tmp_path_factory, demo):
     """One ``zeroboard webui`` for the session's browser tests, as a user starts it: (its URL, its folder, whose
     ``runs.json`` is its runs index).  Each test works in folders of its own and ends the runs it starts; a test that
     needs a server of its own (another environment, a restart, a password) starts one."""
@@ -146,7 +154,7 @@ def webui(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def standin_webui(tmp_path_factory):
+def standin_webui(tmp_path_factory, demo):
     """The same, whose jobs run the stand-in trainer (helpers.standin_env): for the pages' supervision tests (Abort,
     the queue), which are not about the training."""
     from helpers import standin_env
