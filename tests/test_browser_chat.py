@@ -4,7 +4,7 @@ The demo's identity set is trained from the command line into the server's runs 
 has its browser test); the base's answer is asked with ``zeroboard chat --base``.  Then, on the page: Load, ask,
 see the answer arrive in several updates, ask again side by side (the base's answer on the left, the tuned identity
 on the right); reload the page: the Chat tab still shows the worker (found in the runs index, not the tab's
-session), Start on the Train page is refused naming it and offers "Unload and start", which unloads it and starts
+session) and answers through it, Start on the Train page is refused naming it and offers "Unload and start", which unloads it and starts
 the job (on the stand-in trainer: the server's jobs are not the subject); the memory of the web server and
 everything it started is back where it was.
 """
@@ -101,6 +101,11 @@ def test_chat_on_the_tuned_demo_streams_compares_with_the_base_and_unloads(tmp_p
         page.get_by_role("tab", name="Chat").click()
         page.wait_for_selector("#zb-chat-status :text('loaded on CPU')")
         assert "unloads itself 15 min after its last answer" in page.locator("#zb-chat-status").inner_text()
+        # ... and talks to it: the worker the status line names is the one Send asks
+        page.locator("#zb-chat-question textarea").fill(Q)
+        page.locator("#zb-chat-send").click()
+        wait_until(lambda: last_bot(page, "zb-chat-tuned") == demo_data.IDENTITY_ANSWER_EN, 120,
+                   "the tuned answer on the reloaded page")
 
         # the Train page: Start is refused naming the worker, and offers to unload it instead
         page.get_by_role("tab", name="Train").click()

@@ -225,10 +225,11 @@ def figures_text(figures: dict, lang: str) -> str:
 
 def ask(manager: JobManager, folder: str | None, question: str, tuned: list[dict], base: list[dict],
         side_by_side: bool, system: str, settings: dict, rid: str,
-        lang: str) -> Iterator[tuple[list[dict], list[dict], str]]:
-    """Stream the answers: yields (tuned history, base history, figures or a message) after each new piece."""
+        lang: str, device_values: list[str] | None = None) -> Iterator[tuple[list[dict], list[dict], str]]:
+    """Stream the answers: yields (tuned history, base history, figures or a message) after each new piece.  The
+    worker is the one the status line names (:func:`session_worker`): a tab that did not load it talks to it too."""
     tuned, base = list(tuned or []), list(base or [])
-    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+    worker = session_worker(manager, folder, device_values)
     if not (question or "").strip():
         yield tuned, base, words.text("chat.empty_question", lang)
         return
@@ -276,7 +277,7 @@ def ask(manager: JobManager, folder: str | None, question: str, tuned: list[dict
         yield tuned, base, words.text("chat.no_answer", lang)
 
 
-def stop(manager: JobManager, folder: str | None, rid: str) -> None:
-    worker = next((w for w in chat_client.find(manager) if str(w.folder) == folder), None) if folder else None
+def stop(manager: JobManager, folder: str | None, rid: str, device_values: list[str] | None = None) -> None:
+    worker = session_worker(manager, folder, device_values)
     if worker is not None:
         worker.stop(rid)

@@ -147,17 +147,17 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     def chat_side(on):
         return gr.update(visible=bool(on))
 
-    def chat_ask(question, tuned, base, side, state, system, max_new, temperature, top_p, seed, lang_value,
-               request: gr.Request):
+    def chat_ask(question, tuned, base, side, state, system, max_new, temperature, top_p, seed, lang_value, devices,
+                 request: gr.Request):
         settings = {"max_new_tokens": int(max_new), "temperature": float(temperature), "top_p": float(top_p),
                     "seed": int(seed or 0)}
         side = bool(side) and bool(state.get("has_base"))
         for tuned_now, base_now, note in ch.ask(manager, state.get("folder"), question, tuned, base, side,
-                                                system, settings, _rid(request), lang_value):
+                                                system, settings, _rid(request), lang_value, devices):
             yield tuned_now, base_now, note, ""
 
-    def chat_stop(state, request: gr.Request):
-        ch.stop(manager, state.get("folder"), _rid(request))
+    def chat_stop(state, devices, request: gr.Request):
+        ch.stop(manager, state.get("folder"), _rid(request), devices)
 
     def chat_lang(value, state, devices, lang_value):  # what the page says of its own state (labels: the app's switch)
         return ch.about(value, lang_value)[1], ch.status(manager, state.get("folder"), lang_value, devices)
@@ -173,11 +173,11 @@ def wire(p: ChatPage, ctx: pages.Context) -> None:
     p.unload.click(chat_unload, [p.state, p.devices, lang], [p.status, p.message], **io)
     p.side_by_side.change(chat_side, [p.side_by_side], [p.base_chat], **io)
     ask_inputs = [p.question, p.tuned_chat, p.base_chat, p.side_by_side, p.state, p.system, p.max_new_tokens,
-                  p.temperature, p.top_p, p.seed, lang]
+                  p.temperature, p.top_p, p.seed, lang, p.devices]
     ask_outputs = [p.tuned_chat, p.base_chat, p.figures, p.question]
     p.send.click(chat_ask, ask_inputs, ask_outputs, **io)
     p.question.submit(chat_ask, ask_inputs, ask_outputs, **io)
-    p.stop.click(chat_stop, [p.state], None, queue=False, **io)  # at once, beside the answer it stops
+    p.stop.click(chat_stop, [p.state, p.devices], None, queue=False, **io)  # at once, beside the answer it stops
     p.clear.click(lambda: ([], [], ""), None, [p.tuned_chat, p.base_chat, p.figures], **io)
     lang.change(chat_lang, [p.target, p.state, p.devices, lang], [p.about, p.status], **io)
 
