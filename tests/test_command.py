@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -122,6 +123,19 @@ def test_a_path_in_the_workspace_is_shown_relative_to_it_even_through_a_link(tmp
     assert workspace.shown(env / "bin" / "python") == str(env / "bin" / "python")
     assert cmdline.run_from(str(ws), "en") == "# run from the workspace folder"
     assert cmdline.run_from(str(ws), "en", full=True) == f"# run from {ws}"
+
+
+def test_a_log_line_on_the_page_names_no_folder_of_this_machine():
+    """A library's warning names its file from site-packages/ on; the workspace's files are named as it names them;
+    a path elsewhere (a folder the user allowed) stays whole: it is the user's, and nothing else names it."""
+    ws = workspace.Workspace(Path("/srv/course/ws"))
+    venv = "/srv/course/ws/.venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:86: FutureWarning: use_reentrant"
+    assert workspace.shown_log(venv, ws) == "site-packages/torch/utils/checkpoint.py:86: FutureWarning: use_reentrant"
+    system = '  File "/usr/lib/python3/dist-packages/deepspeed/runtime/engine.py", line 12, in step'
+    assert workspace.shown_log(system, ws) == '  File "dist-packages/deepspeed/runtime/engine.py", line 12, in step'
+    assert workspace.shown_log("[rank0]: saved /srv/course/ws/runs/demo/checkpoint-5", ws) == "[rank0]: saved runs/demo/checkpoint-5"
+    assert workspace.shown_log("wrote /data/mine/adapter", ws) == "wrote /data/mine/adapter"
+    assert workspace.shown_log("loss 0.52, 3 site-packages", ws) == "loss 0.52, 3 site-packages"
 
 
 @pytest.mark.parametrize(("given", "clean"), [("9.0a", "9.0"), ("8.0;9.0a+PTX", "8.0;9.0+PTX"),

@@ -16,6 +16,7 @@ a path is neither readable nor writable here.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,6 +160,18 @@ def shown_in(text: str, *paths: str | Path | None, ws: Workspace | None = None) 
     for p in sorted((str(p) for p in paths if p), key=len, reverse=True):
         text = text.replace(p, shown(p, ws))
     return text
+
+
+# an installed package's file (a library's warning in a log): everything before site-packages/ is the machine's
+_INSTALLED = re.compile(r"(?<![\w.~-])/(?:[^\s/:'\"()]+/)*?((?:site|dist)-packages/)")
+
+
+def shown_log(line: str, ws: Workspace | None = None) -> str:
+    """A log line as the page shows it: an installed package's file from ``site-packages/`` on (``site-packages/
+    torch/utils/checkpoint.py:86: FutureWarning``), the workspace's own files as the workspace names them."""
+    line = _INSTALLED.sub(r"\1", line)
+    root = str((ws or current()).root).rstrip("/")
+    return line.replace(root + "/", "") if root else line
 
 
 def allow(paths: list[str]) -> None:

@@ -52,7 +52,8 @@ class RunReader:
             if self.log.restarted:  # the log was rewritten once the run ended (the stop's report trimmed)
                 self.lines.clear()
                 self.log.restarted = False
-            self.lines.extend(new)
+            ws = workspace.current()
+            self.lines.extend(workspace.shown_log(line, ws) for line in new)  # no machine's paths on the page
             self.log_version += len(new)
             for e in events.parse(self.events.read_lines()):
                 kind = e.get("event")

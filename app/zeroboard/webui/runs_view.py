@@ -300,9 +300,9 @@ def detail_markdown(manager: JobManager, run_dir: str, lang: str) -> str:
     saved = output_check.view(run_dir, st.status, lang)
     if saved.visible:
         parts.append(f"**{html.escape(words.label('saved', lang))}**\n\n{_pre(shown_paths(saved.saved, run_dir))}")
-    log = outcome.tail_lines(Path(run_dir) / record.LOG_FILE, LOG_LINES)
+    log, ws = outcome.tail_lines(Path(run_dir) / record.LOG_FILE, LOG_LINES), workspace.current()
     parts.append(f"**{html.escape(text('runs.log_tail', lang, n=LOG_LINES))}**\n\n"
-                 + _pre("\n".join(log) or text("runs.no_log", lang)))
+                 + _pre("\n".join(workspace.shown_log(line, ws) for line in log) or text("runs.no_log", lang)))
     return "\n\n".join(parts)
 
 
