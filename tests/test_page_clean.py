@@ -277,3 +277,43 @@ def test_the_chinese_page_is_chinese_from_its_first_paint(browser, webui):
     except Exception:
         raise AssertionError(f"the tabs after the language was picked: {pg.evaluate(tabs)}") from None
     pg.context.close()
+
+
+# The layout as the screenshots show it (issue 33): each action button's words on one line; the inputs of a row of
+# fields on one line, however long the help above each; the memory plan whole, not a box to scroll.
+LAYOUT = """() => {
+  const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const lines = e => { const g = document.createRange(); g.selectNodeContents(e);
+    return new Set([...g.getClientRects()].filter(r => r.width > 1).map(r => Math.round(r.bottom))).size; };
+  const wrapped = [...document.querySelectorAll('#zb-preview, #zb-save, #zb-load, #zb-start, #zb-queue, #zb-abort, '
+    + '#zb-save-stop, #zb-new-job, #zb-unload-start')].filter(b => shown(b) && lines(b) > 1).map(b => b.innerText);
+  const rows = [];
+  for (const form of document.querySelectorAll('.form')) {
+    const boxes = [...form.children].filter(b => b.matches('.block.padded') && shown(b))
+      .map(b => b.querySelector('textarea, input:not([type=checkbox]):not([type=radio]):not([type=range])'))
+      .filter(Boolean).map(i => (i.closest('.wrap') && i.closest('.wrap').closest('.block') === i.closest('.block')
+                                  ? i.closest('.wrap') : i));
+    const bottoms = boxes.map(b => Math.round(b.getBoundingClientRect().bottom));
+    const top = Math.round(form.getBoundingClientRect().top);
+    if (boxes.length > 1 && Math.max(...bottoms) - Math.min(...bottoms) > 4)
+      rows.push([...form.children].map(b => b.id).join(',') + ': ' + bottoms.map(b => b - top).join('/'));
+  }
+  const plan = document.querySelector('#zb-plan');
+  const scrolls = [plan, ...plan.querySelectorAll('*')].filter(e => shown(e) && e.scrollHeight > e.clientHeight + 2
+    && ['auto', 'scroll', 'hidden'].includes(getComputedStyle(e).overflowY)).map(e => e.className.toString());
+  return {wrapped, rows, scrolls};
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_train_page_keeps_its_buttons_its_rows_and_its_plan_whole_at_the_screenshot_widths(browser, webui, width):
+    url, _ = webui
+    for lang in ("en", "zh"):
+        pg = opened(browser, url, lang, width=width)
+        previewed(pg)  # the plan of the demo job, at its longest
+        pg.wait_for_selector("#zb-plan table")
+        found = pg.evaluate(LAYOUT)
+        assert not found["wrapped"], f"{lang}, {width} px: buttons on two lines: {found['wrapped']}"
+        assert not found["rows"], f"{lang}, {width} px: a row's inputs at different heights: {found['rows']}"
+        assert not found["scrolls"], f"{lang}, {width} px: the memory plan scrolls: {found['scrolls']}"
+        pg.context.close()

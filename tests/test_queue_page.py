@@ -69,6 +69,14 @@ def test_move_and_cancel_change_the_queue_and_say_so(tmp_path):
     assert queue_page.act(q, "cancel", None, "zh") == words.text("queue.pick_first", "zh")
 
 
+# the cells of the queue whose text runs past their edge (the reason, a long sentence, must wrap in its column)
+CUT = """() => { const table = document.querySelector('#zb-queue-table').getBoundingClientRect();
+  return [...document.querySelectorAll('#zb-queue-table .virtual-row [role=gridcell]')].filter(c => {
+    const g = document.createRange(); g.selectNodeContents(c);
+    const text = g.getBoundingClientRect(), cell = c.getBoundingClientRect();
+    return text.right > Math.min(cell.right, table.right) + 1; }).map(c => c.innerText); }"""
+
+
 @pytest.mark.browser
 @pytest.mark.e2e
 def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_starts(browser, standin_webui, tmp_path):
@@ -107,6 +115,7 @@ def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_start
         pg.wait_for_selector("#zb-queue-table .virtual-row")
         row = pg.locator("#zb-queue-table .virtual-row").first.inner_text()
         assert "second" in row and "first" in row and "waiting" in row, row  # why: the first run holds the CPU
+        assert not pg.evaluate(CUT), "a cell of the queue is cut at its edge (the reason wraps in its column)"
 
         pg.locator("#zb-tab-train-button").click()
         pg.locator("#zb-abort").click()

@@ -47,8 +47,9 @@ details.zb-full > summary { cursor: pointer; font-size: 0.85em; padding: 4px 8px
 .cm-foldGutter { display: none !important; }
 [data-testid=status-tracker].hide, [data-testid=status-tracker] .progress-text, [data-testid=status-tracker] .meta-text,
 [data-testid=status-tracker] .meta-text-center { display: none !important; }
-#zb-runs-table .cell-wrap { font-family: var(--font); font-size: 13px; }
-#zb-runs-table .text.wrap { word-break: normal; overflow-wrap: anywhere; }
+#zb-runs-table .cell-wrap, #zb-queue-table .cell-wrap { font-family: var(--font); font-size: 13px; }
+#zb-runs-table .text.wrap, #zb-queue-table .text.wrap { word-break: normal; overflow-wrap: anywhere; }
+#zb-queue-table th .text.wrap { word-break: keep-all; overflow-wrap: normal; }
 pre.zb-pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; max-height: 420px; overflow: auto;
              padding: 8px; background: var(--background-fill-secondary); border-radius: 6px; }
 #zb-runs-course table, #zb-runs-diff table { font-size: 0.9em; }
@@ -67,7 +68,14 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 #zb-loss > span:first-of-type, #zb-history > span:first-of-type, #zb-runs-charts .block > span:first-of-type
   { position: absolute; top: 8px; }
 #zb-loss, #zb-history, #zb-runs-charts .block { padding-top: 32px !important; }
+.form > .block.padded { display: flex; flex-direction: column; }
+.form > .block.padded > .container { display: flex; flex-direction: column; flex: 1 1 auto; }
+.form > .block.padded > .container > :last-child { margin-top: auto; }
+#zb-preview, #zb-save, #zb-load, #zb-start, #zb-queue, #zb-save-stop, #zb-abort, #zb-new-job, #zb-unload-start
+  { white-space: nowrap; }
 """
+# The last three rules: the fields of a row have their inputs on one line, however long the help above each one
+# (the help grows upwards, the input stays at the bottom of its box); the action buttons keep their words on one line.
 
 
 def fresh_output_dir(job: spec.JobSpec) -> spec.JobSpec:

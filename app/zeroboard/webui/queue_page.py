@@ -30,6 +30,9 @@ from .runs_view import devices_text
 REFRESH_S = 2.0  # the list is read again this often while the page is open (a small file)
 
 
+# position, id, status, waited, folder, devices, source, why it waits: the reason takes the rest and wraps
+COLUMN_WIDTHS = ["4%", "8%", "8%", "7%", "15%", "8%", "9%", "41%"]
+
 @dataclass(kw_only=True)
 class QueuePage(pages.View):
     table: gr.Dataframe
@@ -99,7 +102,7 @@ def render(ctx: pages.Context) -> QueuePage:
         intro = gr.Markdown(t("queue.intro"), elem_id="zb-queue-intro")
         refresh = gr.Button(t("runs.refresh"), size="sm", scale=0, min_width=100, elem_id="zb-queue-refresh")
     table = gr.Dataframe(headers=words.headers("queue", ctx.lang), interactive=False, wrap=True, buttons=[],
-                         label=t("queue.tab"), show_label=False, elem_id="zb-queue-table")
+                         column_widths=COLUMN_WIDTHS, label=t("queue.tab"), show_label=False, elem_id="zb-queue-table")
     message = gr.Markdown(elem_id="zb-queue-message")
     with gr.Row(equal_height=True):
         selected = gr.Dropdown([], value=None, label=t("queue.selected"), scale=4, elem_id="zb-queue-selected")

@@ -94,7 +94,7 @@ def render_devices_with_plan(f: formmod.Form, names: list[str], job: spec.JobSpe
         with gr.Column(scale=2, min_width=320):
             key = "plan" if gpus else "plan_cpu"  # memory on GPUs (显存), host memory on CPU processes (内存)
             with gr.Accordion(words.label(key, lang), open=True) as acc:
-                plan = gr.Markdown(planner.panel(job, gpus, lang), max_height=460, elem_id="zb-plan")
+                plan = gr.Markdown(planner.panel(job, gpus, lang), elem_id="zb-plan")  # whole: no box to scroll
             fit = plan_panel.render_fit(f, lang)
     f.texts[key] = (acc, "label")
     return plan, fit
