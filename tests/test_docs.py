@@ -18,7 +18,7 @@ DOCS = ROOT / "docs"
 IMAGES = DOCS / "images"
 LANGS = ("en", "zh")
 # What the screenshot tool writes into docs/images/ (make screenshots; the images are committed).
-SCREENSHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare",
+SCREENSHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare", "queue", "chat",
                # cut for the course chapter, listed in docs/images/README.md
                "chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
                "chapter_answer", "chapter_compare")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-TOOL_S = 2400  # one run of the tool (a demo run, three compared runs, two reloads and answers, 30 images): about
+TOOL_S = 2400  # one run of the tool (a demo run, three compared runs, two reloads and answers, a chat, 34 images): about
 # 500 s on an idle 2-core machine, over 1,200 s in CI beside the other worker's training jobs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ DOCS_IMAGES = REPO / "docs" / "images"
 DRAWN_BY = "drawn_by.json"  # tools/screenshots.py: the Chromium version that drew them
 LANGS = ("en", "zh")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare", "queue", "chat")
 # what each chapter crop must show, in each language: the chapter's own words, from the page as it was shot
 KEY_WORDS = {
     "chapter_controls": {"en": ["Device count", "DeepSpeed stage", "Enable offload", "[x]"],
@@ -87,7 +87,7 @@ def test_the_generator_writes_every_documented_screenshot_and_a_second_run_chang
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-12000:]  # the tool reports the run and the tabs
 
     expected = {f"{shot}_{lang}.png" for shot in (*SHOTS, *KEY_WORDS) for lang in LANGS}
-    assert len(expected) == 30
+    assert len(expected) == 34
     assert {p.name for p in out.glob("*.png")} == expected
     from PIL import Image
 

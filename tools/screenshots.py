@@ -1,4 +1,4 @@
-"""Documentation screenshots of the Train and Runs pages: ``python tools/screenshots.py [--out docs/images]
+"""Documentation screenshots of the Train, Runs, Queue and Chat pages: ``python tools/screenshots.py [--out docs/images]
 [--lang en,zh]`` (also ``make screenshots`` or ``zeroboard screenshots``; ``--help`` lists the options).
 
 Starts its own web UI on the offline demo, in a workspace of its own (a temporary folder holding a copy of the
@@ -13,6 +13,8 @@ Chromium and writes, for each language, the images docs/*/train-page.md and runs
     finished_{lang}.png         the same run finished, with the output check when the page has one
     runs_list_{lang}.png        the Runs tab: the four runs of the course's comparison
     runs_compare_{lang}.png     those runs compared: curves overlaid, memory and speed per setting, the fields that differ
+    queue_{lang}.png            the Queue tab: a job waiting, and why, while the demo run holds the CPU processes
+    chat_{lang}.png             the Chat tab: the demo run loaded, asked the chapter's first question, its answer
 
 and, cut for the course chapter (each exactly one thing the chapter shows, for a course author to embed):
 
@@ -61,7 +63,8 @@ from zeroboard import words  # noqa: E402
 from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
 
-SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare")
+SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare", "queue", "chat")
+QUEUED_RUN = "runs/queued"  # a job queued while the demo run holds the CPU processes (shot, then cancelled)
 PREVIEW_PORT = 29500  # the master port the preview names (the first free one from here): not a random one
 DEMO_RUN = "runs/stage-2-offload"  # the chapter's run: ZeRO-2 + offload, followed live
 COMPARED = (("none", False), ("2", False), ("3", False))  # with the demo run: the course's four settings
@@ -206,7 +209,8 @@ def start_demo_run(tab: Tab, opts: Options, index: Path, ws: Path) -> None:
     tab.wait_status(lambda s: s in ("starting", "running", "finished", "failed"), 120)
 
 
-def shoot_running(tabs: list[Tab], out: Path, opts: Options, run_dir: Path) -> None:
+def shoot_running(tabs: list[Tab], out: Path, opts: Options, index: Path, ws: Path) -> None:
+    run_dir = ws / DEMO_RUN
     lead = tabs[0]
     enough = max(1, opts.max_steps // 4)  # some points on the charts, and time left to shoot every tab
 
@@ -226,6 +230,7 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options, run_dir: Path) -> N
 
         wait_until(settled, 60, "every tab at the held run's last step", every=2)
         shoot_running_tabs(tabs, out)
+        shoot_queue(tabs, out, index, ws)
 
 
 def shoot_running_tabs(tabs: list[Tab], out: Path) -> None:
@@ -254,6 +259,71 @@ def shoot_finished(tabs: list[Tab], out: Path) -> None:
         reload_and_answer(t)
         t.shoot(out, "finished")
         t.shoot(out, "chapter_answer")
+
+
+def shoot_queue(tabs: list[Tab], out: Path, index: Path, ws: Path) -> None:
+    """The Queue tab with a job waiting behind the held demo run (queued as a user queues one from the command
+    line), in every tab; then the job is cancelled, before it could start, and each tab is back on Train."""
+    from zeroboard.runs.queue import Queue
+
+    argv = [sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", "--set", f"output_dir={QUEUED_RUN}",
+            "--set", "max_steps=20", "--queue", "--detach"]
+    done = subprocess.run(argv, cwd=ws, env={**os.environ, **server_env(index)}, capture_output=True, text=True,
+                          timeout=120)
+    queue = Queue(index)
+    queued = [e for e in queue.entries() if e.output.endswith(QUEUED_RUN)]
+    if done.returncode != 0 or not queued:
+        raise RuntimeError(f"the job to show in the queue was not queued (exit {done.returncode}):\n"
+                           f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
+    try:
+        for t in tabs:
+            t.pg.locator("#zb-tab-queue-button").click()
+            t.pg.wait_for_function("(name) => [...document.querySelectorAll('#zb-queue-table .virtual-row')]"
+                                   ".some(r => r.innerText.includes(name))", arg=QUEUED_RUN)
+            t.pg.mouse.move(0, 0)
+            t.shoot(out, "queue")
+    finally:
+        for entry in queued:
+            queue.remove(entry.id)
+    for t in tabs:
+        t.pg.locator("#zb-tab-train-button").click()
+
+
+def shoot_chat(tabs: list[Tab], out: Path, index: Path) -> None:
+    """The Chat tab on the finished demo run: loaded once (one worker for the CPU processes, found by every tab),
+    asked the chapter's first question in each tab's language, shot; then unloaded, so the compared runs can train."""
+    from zeroboard.data.demo import DEMO_PROMPTS, DEMO_PROMPTS_ZH
+    from zeroboard.runs.manager import JobManager
+
+    question = {"en": DEMO_PROMPTS[0], "zh": DEMO_PROMPTS_ZH[0]}
+    try:
+        for k, t in enumerate(tabs):
+            t.pg.locator("#zb-tab-chat-button").click()
+            t.pg.wait_for_function("(name) => document.querySelector('#zb-chat-target input')?.value.endsWith(name)",
+                                   arg=DEMO_RUN)
+            if k == 0:
+                t.pg.locator("#zb-chat-load").click()
+            # the worker's line names its pid once it is loaded (in either language)
+            wait_until(lambda t=t: "pid" in t.pg.locator("#zb-chat-status").inner_text(), ANSWER_S, "the chat worker")
+            t.pg.locator("#zb-chat-question textarea").fill(question.get(t.lang, DEMO_PROMPTS[0]))
+            t.pg.locator("#zb-chat-send").click()
+            wait_until(lambda t=t: answered(t), ANSWER_S, "the chat answer")
+            t.pg.locator("#zb-chat-question textarea").blur()
+            t.pg.mouse.move(0, 0)
+            t.shoot(out, "chat")
+    finally:
+        tabs[-1].pg.locator("#zb-chat-unload").click()
+        wait_until(lambda: not JobManager(index=index).workers(), 120, "the chat worker to unload")
+    for t in tabs:
+        t.pg.locator("#zb-tab-train-button").click()
+
+
+def answered(t: Tab) -> bool:
+    """The chat's answer has ended (its figures are shown under it); a message in their place is an error."""
+    said = t.pg.locator("#zb-chat-figures").inner_text().strip()
+    if said and not t.has("#zb-chat-tuned .bot-row"):
+        raise RuntimeError(f"the chat on the {t.lang} page did not answer: {said}")
+    return bool(said)
 
 
 def reload_and_answer(t: Tab) -> None:
@@ -360,8 +430,9 @@ def shoot_all(tabs: list[Tab], opts: Options, index: Path, ws: Path, log: Path) 
     start_demo_run(tabs[0], opts, index, ws)
     for t in tabs[1:]:
         t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
-    shoot_running(tabs, opts.out, opts, ws / DEMO_RUN)
+    shoot_running(tabs, opts.out, opts, index, ws)
     shoot_finished(tabs, opts.out)
+    shoot_chat(tabs, opts.out, index)
     names = [*run_compared(ws, index, log), DEMO_RUN]
     for t in tabs:
         shoot_runs(t, opts.out, names)

@@ -19,11 +19,14 @@ from zeroboard.job.record import STATE_FILE
 CHAPTER = ("chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
            "chapter_answer", "chapter_compare")
 TOLERANCE = 0.03  # an image is rewritten only when more than this share of its pixels changed ...
-LIVE_TOLERANCE = {"running": 0.25, "chapter_procs": 0.10}  # shots of a run in progress (see tolerance())
+# shots of a run in progress (see tolerance()), and of the queue (how long the job has waited) and the chat (its
+# worker's pid, load time and memory, the answer's speed)
+LIVE_TOLERANCE = {"running": 0.25, "chapter_procs": 0.10, "queue": 0.10, "chat": 0.10}
 PIXEL_DELTA = 40  # ... by more than this (0-255, any channel): live figures redrawn, not the page's layout
 UI_MS = 60_000  # page elements; generous: a busy 2-core machine answers slowly
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 100))))"
 PAD = 12  # px of page around each cropped region
+SIZE_JITTER = 2  # px: an image this much taller or wider is the same image (difference())
 GAP = 16  # px between the pieces of a stacked shot
 
 # Each shot: groups of elements; a group is cropped to the box around its elements (those present and visible),
@@ -36,6 +39,9 @@ REGIONS: dict[str, list[list[str]]] = {
     "finished": [["#zb-strip"], ["#zb-final"], ["#zb-output-check"]],
     "runs_list": [["#zb-runs-filter", "#zb-runs-refresh", "#zb-runs-table", "#zb-runs-count"]],
     "runs_compare": [["#zb-runs-charts"], ["#zb-runs-course"], ["#zb-runs-diff"]],
+    "queue": [["#zb-queue-intro", "#zb-queue-refresh", "#zb-queue-table", "#zb-queue-count"]],
+    "chat": [["#zb-chat-target", "#zb-chat-unload", "#zb-chat-status", "#zb-chat-about", "#zb-chat-tuned",
+              "#zb-chat-send", "#zb-chat-figures"]],
     "chapter_controls": [["#zb-device_count", "#zb-num_processes", "#zb-deepspeed_stage", "#zb-offload"]],
     "chapter_stage": [["#zb-deepspeed_stage", "#zb-deepspeed_stage ul[role=listbox]"]],
     "chapter_preview": [["#zb-preview"], ["#zb-command"]],
@@ -260,17 +266,21 @@ def save_png(pieces: list[bytes], path: Path, allowed: float = TOLERANCE) -> tup
 
 
 def difference(path: Path, image) -> float | None:
-    """The share of pixels of ``image`` that differ from the PNG at ``path`` (None: no such file, or another size)."""
+    """The share of pixels of ``image`` that differ from the PNG at ``path`` (None: no such file, or a size more than
+    ``SIZE_JITTER`` px away).  A box whose edge falls between two pixels is rounded to either (the finished run's
+    shot was 1,159 px high in one run, 1,160 in the next): the pixels of the common part are compared, and every
+    pixel outside it counts as changed."""
     from PIL import Image, ImageChops
 
     if not path.is_file():
         return None
     with Image.open(path) as old:
-        if old.size != image.size:
+        if max(abs(old.width - image.width), abs(old.height - image.height)) > SIZE_JITTER:
             return None
-        diff = ImageChops.difference(old.convert("RGB"), image)
+        box = (0, 0, min(old.width, image.width), min(old.height, image.height))
+        diff = ImageChops.difference(old.convert("RGB").crop(box), image.crop(box))
     per_pixel = ImageChops.lighter(ImageChops.lighter(*diff.split()[:2]), diff.split()[2])  # the largest channel
-    changed = sum(per_pixel.histogram()[PIXEL_DELTA + 1:])
+    changed = sum(per_pixel.histogram()[PIXEL_DELTA + 1:]) + image.width * image.height - box[2] * box[3]
     return changed / (image.width * image.height)
 
 
