@@ -104,6 +104,8 @@ def test_two_runs_compared_then_one_resumed_and_one_started_again(browser, serve
     pg.locator("#zb-save-stop").click()
     wait_until(lambda: status(pg) in ("finished", "failed"), RUN_S, "alpha to save and stop")
     assert status(pg) == "finished", pg.locator("#zb-final").inner_text()
+    # ended, the strip is part of the page again: a full-page capture shows it above the form, covering nothing
+    assert pg.locator("#zb-strip").evaluate("e => getComputedStyle(e).position") != "sticky"
     stopped_at = int(folders.last_checkpoint(a).name.split("-")[1])  # saved where it stopped
     assert 10 <= stopped_at < 200 and step(pg) == stopped_at  # the page says the step it stopped at, not the total
     start_run(pg, work / "runs.json", b, 20, "2", 0.002)

@@ -41,8 +41,10 @@ pre.zb-cmd { white-space: pre-wrap; word-break: normal; overflow-wrap: normal; o
              padding: 8px; margin: 0; }
 pre.zb-cmd .zb-arg { white-space: nowrap; }
 details.zb-full > summary { cursor: pointer; font-size: 0.85em; padding: 4px 8px; color: var(--body-text-color-subdued); }
-#zb-strip { position: sticky; top: 0; z-index: 20; background: var(--background-fill-primary);
-            border-bottom: 1px solid var(--border-color-primary); padding: 4px 0; }
+#zb-strip { z-index: 20; background: var(--background-fill-primary); border-bottom: 1px solid var(--border-color-primary);
+            padding: 4px 0; }
+#zb-strip:has(.zb-status[data-status=starting], .zb-status[data-status=running], .zb-status[data-status=stopping])
+  { position: sticky; top: 0; }
 .gradio-container { overflow: clip !important; }
 .cm-foldGutter { display: none !important; }
 [data-testid=status-tracker].hide, [data-testid=status-tracker] .progress-text, [data-testid=status-tracker] .meta-text,
@@ -74,6 +76,8 @@ mark.zb-ds { background: #fde68a; color: inherit; padding: 0 2px; border-radius:
 #zb-preview, #zb-save, #zb-load, #zb-start, #zb-queue, #zb-save-stop, #zb-abort, #zb-new-job, #zb-unload-start
   { white-space: nowrap; }
 """
+# The strip stays in sight only while a run is live: at rest and once it ended it is part of the page, so a full-page
+# capture (which draws a sticky element where the window was scrolled to) shows it above the form, covering nothing.
 # The last three rules: the fields of a row have their inputs on one line, however long the help above each one
 # (the help grows upwards, the input stays at the bottom of its box); the action buttons keep their words on one line.
 
