@@ -124,10 +124,20 @@ def test_a_save_cut_short_is_never_offered_and_resume_takes_the_last_whole_check
                 return c
         return None
 
-    cut = wait_until(mid_save, 180, "a save in progress", every=0.001)
-    for p in processes.job_processes(mgr.state(st.run_dir)):
-        if "zeroboard.training.train" in " ".join(p.cmdline()):
-            p.kill()
+    # freeze the ranks (SIGSTOP) the moment a save is seen in progress; a save that completed before they stopped (a
+    # busy machine) is let go, and the next one is caught: then every rank is killed in the middle of a save
+    while True:
+        cut = wait_until(mid_save, 180, "a save in progress", every=0.001)
+        ranks = [p for p in processes.job_processes(mgr.state(st.run_dir))
+                 if "zeroboard.training.train" in " ".join(p.cmdline())]
+        for p in ranks:
+            p.suspend()
+        if not (cut / folders.CHECKPOINT_MARK).exists():
+            break
+        for p in ranks:
+            p.resume()
+    for p in ranks:
+        p.kill()
     st = ended(mgr, st.run_dir, 120)
     assert st.status == "failed", st.message
     assert_nothing_left(st)
