@@ -56,7 +56,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
-from shots_page import FRAMES, Tab, Written, held, tolerance  # noqa: E402
+from shots_page import Tab, Written, held, tolerance  # noqa: E402
+from shots_tabs import shoot_chat, shoot_queue, shoot_runs  # noqa: E402
 
 from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from zeroboard import words  # noqa: E402
@@ -64,7 +65,6 @@ from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402
 
 SHOTS = ("train", "stage_dropdown", "preview_offload", "running", "finished", "runs_list", "runs_compare", "queue", "chat")
-QUEUED_RUN = "runs/queued"  # a job queued while the demo run holds the CPU processes (shot, then cancelled)
 PREVIEW_PORT = 29500  # the master port the preview names (the first free one from here): not a random one
 DEMO_RUN = "runs/stage-2-offload"  # the chapter's run: ZeRO-2 + offload, followed live
 COMPARED = (("none", False), ("2", False), ("3", False))  # with the demo run: the course's four settings
@@ -79,11 +79,6 @@ CHROMIUM = os.environ.get("ZEROBOARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--font-render-hinting=none"]
 RUN_S = 420  # the demo run, start to finish
 ANSWER_S = 300  # Reload and answer loads the trained model and generates
-
-# the row of the Runs table whose first cell (the run's folder) is exactly this name
-ROW_OF = """(name) => [...document.querySelectorAll('#zb-runs-table .virtual-row')]
-  .findIndex(r => r.querySelector('[role=gridcell]')?.innerText.trim() === name)"""
-
 
 @dataclass
 class Options:
@@ -230,7 +225,7 @@ def shoot_running(tabs: list[Tab], out: Path, opts: Options, index: Path, ws: Pa
 
         wait_until(settled, 60, "every tab at the held run's last step", every=2)
         shoot_running_tabs(tabs, out)
-        shoot_queue(tabs, out, index, ws)
+        shoot_queue(tabs, out, index, ws, server_env(index))
 
 
 def shoot_running_tabs(tabs: list[Tab], out: Path) -> None:
@@ -259,71 +254,6 @@ def shoot_finished(tabs: list[Tab], out: Path) -> None:
         reload_and_answer(t)
         t.shoot(out, "finished")
         t.shoot(out, "chapter_answer")
-
-
-def shoot_queue(tabs: list[Tab], out: Path, index: Path, ws: Path) -> None:
-    """The Queue tab with a job waiting behind the held demo run (queued as a user queues one from the command
-    line), in every tab; then the job is cancelled, before it could start, and each tab is back on Train."""
-    from zeroboard.runs.queue import Queue
-
-    argv = [sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", "--set", f"output_dir={QUEUED_RUN}",
-            "--set", "max_steps=20", "--queue", "--detach"]
-    done = subprocess.run(argv, cwd=ws, env={**os.environ, **server_env(index)}, capture_output=True, text=True,
-                          timeout=120)
-    queue = Queue(index)
-    queued = [e for e in queue.entries() if e.output.endswith(QUEUED_RUN)]
-    if done.returncode != 0 or not queued:
-        raise RuntimeError(f"the job to show in the queue was not queued (exit {done.returncode}):\n"
-                           f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
-    try:
-        for t in tabs:
-            t.pg.locator("#zb-tab-queue-button").click()
-            t.pg.wait_for_function("(name) => [...document.querySelectorAll('#zb-queue-table .virtual-row')]"
-                                   ".some(r => r.innerText.includes(name))", arg=QUEUED_RUN)
-            t.pg.mouse.move(0, 0)
-            t.shoot(out, "queue")
-    finally:
-        for entry in queued:
-            queue.remove(entry.id)
-    for t in tabs:
-        t.pg.locator("#zb-tab-train-button").click()
-
-
-def shoot_chat(tabs: list[Tab], out: Path, index: Path) -> None:
-    """The Chat tab on the finished demo run: loaded once (one worker for the CPU processes, found by every tab),
-    asked the chapter's first question in each tab's language, shot; then unloaded, so the compared runs can train."""
-    from zeroboard.data.demo import DEMO_PROMPTS, DEMO_PROMPTS_ZH
-    from zeroboard.runs.manager import JobManager
-
-    question = {"en": DEMO_PROMPTS[0], "zh": DEMO_PROMPTS_ZH[0]}
-    try:
-        for k, t in enumerate(tabs):
-            t.pg.locator("#zb-tab-chat-button").click()
-            t.pg.wait_for_function("(name) => document.querySelector('#zb-chat-target input')?.value.endsWith(name)",
-                                   arg=DEMO_RUN)
-            if k == 0:
-                t.pg.locator("#zb-chat-load").click()
-            # the worker's line names its pid once it is loaded (in either language)
-            wait_until(lambda t=t: "pid" in t.pg.locator("#zb-chat-status").inner_text(), ANSWER_S, "the chat worker")
-            t.pg.locator("#zb-chat-question textarea").fill(question.get(t.lang, DEMO_PROMPTS[0]))
-            t.pg.locator("#zb-chat-send").click()
-            wait_until(lambda t=t: answered(t), ANSWER_S, "the chat answer")
-            t.pg.locator("#zb-chat-question textarea").blur()
-            t.pg.mouse.move(0, 0)
-            t.shoot(out, "chat")
-    finally:
-        tabs[-1].pg.locator("#zb-chat-unload").click()
-        wait_until(lambda: not JobManager(index=index).workers(), 120, "the chat worker to unload")
-    for t in tabs:
-        t.pg.locator("#zb-tab-train-button").click()
-
-
-def answered(t: Tab) -> bool:
-    """The chat's answer has ended (its figures are shown under it); a message in their place is an error."""
-    said = t.pg.locator("#zb-chat-figures").inner_text().strip()
-    if said and not t.has("#zb-chat-tuned .bot-row"):
-        raise RuntimeError(f"the chat on the {t.lang} page did not answer: {said}")
-    return bool(said)
 
 
 def reload_and_answer(t: Tab) -> None:
@@ -362,27 +292,6 @@ def run_compared(ws: Path, index: Path, log: Path) -> list[str]:
                                f"{log.read_text(errors='replace')[-2000:]}")
         runs.append(out)
     return runs
-
-
-def shoot_runs(tab: Tab, out: Path, names: list[str]) -> None:
-    """The Runs tab: the list, then the four settings compared (curves, memory and speed, the fields that differ)."""
-    tab.pg.locator("#zb-tab-runs-button").click()
-    wait_until(lambda: tab.pg.locator("#zb-runs-table .virtual-row").count() >= len(names), 60, "the runs listed")
-    tab.pg.mouse.move(0, 0)
-    tab.shoot(out, "runs_list")
-    for k, name in enumerate(names):
-        row = tab.pg.evaluate(ROW_OF, name)
-        tab.pg.locator("#zb-runs-table .virtual-row").nth(row).locator("[role=gridcell]").first.click()
-        tab.pg.wait_for_function("(k) => document.querySelectorAll('#zb-runs-selected .token').length > k", arg=k)
-    tab.pg.locator("#zb-runs-compare").click()
-    tab.pg.wait_for_selector("#zb-runs-course table")
-    wait_until(lambda: tab.pg.evaluate("""() => new Set([...document.querySelectorAll('#zb-runs-loss svg path')]
-                   .map(p => p.getAttribute('stroke')).filter(s => s && s !== 'transparent' && s !== '#e4e4e7')).size""")
-               >= len(names), 30, "every run's curve drawn")
-    tab.pg.evaluate(FRAMES)
-    tab.pg.mouse.move(0, 0)
-    tab.shoot(out, "runs_compare")
-    tab.shoot(out, "chapter_compare")
 
 
 # --- the command -----------------------------------------------------------------------------------
@@ -432,7 +341,7 @@ def shoot_all(tabs: list[Tab], opts: Options, index: Path, ws: Path, log: Path) 
         t.follow(str((ws / DEMO_RUN).resolve()), DEMO_RUN)
     shoot_running(tabs, opts.out, opts, index, ws)
     shoot_finished(tabs, opts.out)
-    shoot_chat(tabs, opts.out, index)
+    shoot_chat(tabs, opts.out, index, DEMO_RUN, ANSWER_S)
     names = [*run_compared(ws, index, log), DEMO_RUN]
     for t in tabs:
         shoot_runs(t, opts.out, names)
