@@ -153,10 +153,12 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
         return message, {**state, "confirm_save": path if confirm else None}
 
     def on_load(path, lang_value):
+        """The file's job in the form; the command and DeepSpeed config of the job shown before are cleared (they
+        described that one: Preview shows the new job's)."""
         values, message = handlers.load_args(path, lang_value)
         if values is None:  # a malformed file changes nothing
-            return [gr.skip()] * n + [message]
-        return [values.get(name, gr.skip()) for name in f.names] + [message]
+            return [gr.skip()] * (n + 2) + [message]
+        return [values.get(name, gr.skip()) for name in f.names] + ["", gr.update(value="", visible=False), message]
 
     def on_preview_data(*args):
         """The first records at once, then (a subprocess) the samples as the trainer sees them, and the statistics."""
@@ -183,7 +185,7 @@ def wire_train(page: TrainPage, manager: JobManager, gpus: list[devices.Gpu], se
     page.save_stop.click(lambda state, lang_value: handlers.save_and_stop(manager, state.get("run_dir"), lang_value),
                          [session, lang], [page.message], **io)
     page.save.click(on_save, [*f.inputs, page.args_path, lang, session], [page.message, session], **io)
-    page.load.click(on_load, [page.args_path, lang], [*f.inputs, page.message], **io)
+    page.load.click(on_load, [page.args_path, lang], [*f.inputs, page.command, page.ds_json, page.message], **io)
     page.preview_data.click(on_preview_data, [*f.inputs, lang], [page.data_preview], **io)
     for name in ("gpu_ids", "num_processes", "device_type"):
         if name in f.fields:
