@@ -52,8 +52,9 @@ class RunReader:
             if self.log.restarted:  # the log was rewritten once the run ended (the stop's report trimmed)
                 self.lines.clear()
                 self.log.restarted = False
-            ws = workspace.current()
-            self.lines.extend(workspace.shown_log(line, ws) for line in new)  # no machine's paths on the page
+            if new:  # no machine's paths on the page
+                ws = workspace.current()
+                self.lines.extend(workspace.shown_log(line, ws) for line in new)
             self.log_version += len(new)
             for e in events.parse(self.events.read_lines()):
                 kind = e.get("event")

@@ -33,6 +33,7 @@ REFRESH_S = 2.0  # the list is read again this often while the page is open (a s
 # position, id, status, waited, folder, devices, source, why it waits: the reason takes the rest and wraps
 COLUMN_WIDTHS = ["4%", "8%", "8%", "7%", "15%", "8%", "9%", "41%"]
 
+
 @dataclass(kw_only=True)
 class QueuePage(pages.View):
     table: gr.Dataframe
