@@ -84,10 +84,11 @@ class Bank:
     sums: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def trained_index(self) -> Path:
-        """The index the bank's runs are trained in: no test's teardown (which stops its own index's jobs) touches it."""
-        return self.folder / "runs.json"
+    def trained_index(self, name: str) -> Path:
+        """The index the bank's run ``name`` is trained in: its own, so that two workers training two runs at once
+        do not see each other's as the job that holds the CPU; and no test's teardown (which stops its own index's
+        jobs) touches it."""
+        return self.folder / f"{name}.runs.json"
 
     def get(self, name: str) -> Path:
         """The finished run ``name`` (trained now if no test of the session asked for it before), listed in this
@@ -124,7 +125,7 @@ class Bank:
     def _list(self, run: Path, index: Path) -> None:
         from zeroboard.job.registry import Registry
 
-        entry = Registry(self.trained_index).entry(str(run.resolve()))
+        entry = Registry(self.trained_index(run.name)).entry(str(run.resolve()))
         assert entry is not None, f"the bank's run {run.name} is not in the bank's index"
         other = Registry(index)
         with other.locked():
@@ -138,7 +139,7 @@ class Bank:
             sets.append(f"model_name_or_path={tied_demo_model(self.folder / 'tied-model')}")
         argv = [sys.executable, "-m", "zeroboard.cli", "train", entry.job, *(f"--set={s}" for s in sets)]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TRAIN_S,
-                              env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(self.trained_index)})
+                              env={**os.environ, "ZEROBOARD_RUNS_INDEX": str(self.trained_index(name))})
         assert done.returncode == 0, f"the bank's run {name} did not train:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return out
 

@@ -146,17 +146,36 @@ def _serve(tmp_path_factory, name: str, env: dict):
 
 
 @pytest.fixture(scope="session")
-def webui(tmp_path_factory, demo):
-    """One ``zeroboard webui`` for the session's browser tests, as a user starts it: (its URL, its folder, whose
-    ``runs.json`` is its runs index).  Each test works in folders of its own and ends the runs it starts; a test that
-    needs a server of its own (another environment, a restart, a password) starts one."""
+def _webui_server(tmp_path_factory, demo):
     yield from _serve(tmp_path_factory, "webui", {})
 
 
 @pytest.fixture(scope="session")
-def standin_webui(tmp_path_factory, demo):
-    """The same, whose jobs run the stand-in trainer (helpers.standin_env): for the pages' supervision tests (Abort,
-    the queue), which are not about the training."""
+def _standin_webui_server(tmp_path_factory, demo):
     from helpers import standin_env
 
     yield from _serve(tmp_path_factory, "standin-webui", standin_env(step_s=0.1))
+
+
+def _ended_after(served):
+    """The session's server for one test; whatever that test left running or queued on it is stopped when it ends
+    (a test that failed half-way through a long run would otherwise leave it training beside every later test)."""
+    from helpers import stop_jobs
+
+    yield served
+    stop_jobs(served[1] / "runs.json")
+
+
+@pytest.fixture()
+def webui(_webui_server):
+    """One ``zeroboard webui`` for the session's browser tests, as a user starts it: (its URL, its folder, whose
+    ``runs.json`` is its runs index).  Each test works in folders of its own; the runs it started are stopped when it
+    ends.  A test that needs a server of its own (another environment, a restart, a password) starts one."""
+    yield from _ended_after(_webui_server)
+
+
+@pytest.fixture()
+def standin_webui(_standin_webui_server):
+    """The same, whose jobs run the stand-in trainer (helpers.standin_env): for the pages' supervision tests (Abort,
+    the queue), which are not about the training."""
+    yield from _ended_after(_standin_webui_server)

@@ -31,8 +31,10 @@ def test_two_nodes_train_the_demo_end_to_end(tmp_path):
     port, out = free_port(), tmp_path / "two-nodes"
     procs = [node(0, port, out)]
     try:
-        # as on two machines: the other node joins once the master's rendezvous listens (or the master ended)
-        wait_until(lambda: not port_is_free(port) or procs[0].poll() is not None, 300, "node 0's rendezvous")
+        # as on two machines: the other node joins once the master's rendezvous listens (or the master ended); its
+        # own: node 0's supervisor is up (its state file) before the port is taken, not another test's job on that port
+        wait_until(lambda: ((out / events.STATE_FILE).is_file() and not port_is_free(port)) or procs[0].poll() is not None,
+                   300, "node 0's rendezvous")
         if procs[0].poll() is None:  # (a node 0 that ended before listening would leave node 1 waiting for it)
             procs.append(node(1, port, out))
         deadline = time.time() + DEADLINE_S
