@@ -285,3 +285,17 @@ def as_measured_before_26(monkeypatch, spec=None):
 
     monkeypatch.setenv(dstune.TUNING_ENV, "off")
     return dataclasses.replace(spec, master_weights="fp32") if spec is not None else None
+
+
+def hub_dataset(cache: Path, repo: str, files: dict[str, str], revision: str = "0" * 40) -> Path:
+    """A dataset repository as huggingface_hub leaves it in its cache after a download (``refs/main`` naming the
+    snapshot that holds the files): for the jobs whose ``dataset_dir`` is ``REMOTE:owner/name``, on a machine without
+    the hub.  Returns the snapshot folder."""
+    folder = cache / f"datasets--{repo.replace('/', '--')}"
+    snapshot = folder / "snapshots" / revision
+    for name, text in files.items():
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).write_text(text, encoding="utf-8")
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(revision)
+    return snapshot

@@ -2,20 +2,23 @@
 
 The YAMLs and DeepSpeed configs are LLaMA-Factory 0.9.5's, verbatim (tests/fixtures/llamafactory, see its README),
 in a folder laid out as LLaMA-Factory's checkout is (its ``data/``, its ``examples/deepspeed/``); the only change is
-the model, pointed at the demo model.  Every supervised fine-tuning example validates and previews, but the three
-that need what a text-only trainer on this machine cannot have (images; a dataset folder on the hub), which are
-refused naming the key and why; so do the DPO and KTO examples, as preference tuning; the examples of the stages
-ZeroBoard does not train (reward model, pre-training) are refused naming the stage.
+the model, pointed at the demo model.  Every supervised fine-tuning example validates and previews (the ray
+example's REMOTE:llamafactory/demo_data read from a hub cache that holds it), but the two that need what a
+text-only trainer cannot have (images), which are refused naming the key and why; so do the DPO and KTO examples,
+as preference tuning; the examples of the stages ZeroBoard does not train (reward model, pre-training) are refused
+naming the stage.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from helpers import hub_dataset
 from zeroboard.cli import main as cli_main
 from zeroboard.job import lfkeys, modelinfo, spec
 
@@ -23,9 +26,8 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "llamafactory"
 EXAMPLES = FIXTURE / "examples"
 
 SFT_OK = ["train_lora/qwen3_lora_sft.yaml", "train_lora/qwen3_lora_sft_ds3.yaml", "train_lora/qwen3_preprocess.yaml",
-          "train_full/qwen3_full_sft.yaml"]
-SFT_REFUSED = {"train_lora/qwen3_lora_sft_ray.yaml": ("dataset_dir", "download it"),  # REMOTE:llamafactory/demo_data
-               "train_lora/qwen3vl_lora_sft.yaml": ("dataset", "multimodal"),  # mllm_demo: images
+          "train_full/qwen3_full_sft.yaml", "train_lora/qwen3_lora_sft_ray.yaml"]  # (ray: REMOTE:llamafactory/demo_data)
+SFT_REFUSED = {"train_lora/qwen3vl_lora_sft.yaml": ("dataset", "multimodal"),  # mllm_demo: images
                "train_full/qwen3vl_full_sft.yaml": ("dataset", "multimodal")}
 PREF_OK = {"train_lora/qwen3_lora_dpo.yaml": "dpo", "train_lora/qwen3_lora_kto.yaml": "kto"}
 OTHER_STAGES = {"train_lora/qwen3_lora_reward.yaml": "reward model", "train_lora/qwen3_lora_pretrain.yaml": "pre-training"}
@@ -45,6 +47,15 @@ def lf_checkout(tmp_path_factory, demo):
 def in_checkout(lf_checkout, monkeypatch):
     monkeypatch.chdir(lf_checkout)
     monkeypatch.setenv("ZEROBOARD_WORKSPACE", str(lf_checkout))
+    # the ray example's dataset_dir, REMOTE:llamafactory/demo_data, as a download leaves it in the hub cache: its
+    # dataset_info.json naming the two datasets the example trains, their files LLaMA-Factory's own (no hub here)
+    hub = lf_checkout / "hub-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    names = ("identity", "alpaca_en_demo")
+    hub_dataset(hub, "llamafactory/demo_data",
+                {"dataset_info.json": json.dumps({n: {"file_name": f"{n}.json"} for n in names}),
+                 **{f"{n}.json": (FIXTURE / "data" / f"{n}.json").read_text(encoding="utf-8") for n in names}})
     return lf_checkout
 
 
@@ -79,7 +90,8 @@ def test_an_sft_example_validates_and_previews_as_it_is(name, in_checkout, capsy
     assert cli_main(["preview", str(path)]) == 0
     out, err = capsys.readouterr()
     given = yaml.safe_load(path.read_text())
-    assert "zeroboard.training.train" in out and "--template qwen3_nothink" in out and "--dataset_dir data" in out
+    assert "zeroboard.training.train" in out and "--template qwen3_nothink" in out
+    assert f"--dataset_dir {given.get('dataset_dir', 'data')}" in out
     assert ("--precision bf16" in out) == bool(given.get("bf16"))
     assert ("examples/deepspeed/ds_z3_config.json" in out) == ("deepspeed" in given)
 

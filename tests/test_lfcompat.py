@@ -134,6 +134,8 @@ def test_a_job_file_of_ours_takes_no_llamafactory_default():
     ({"mix_strategy": "interleave_over", "interleave_probs": "0.3, 0.7"},
      {"mix_strategy": "interleave_over", "interleave_probs": [0.3, 0.7]}),
     ({"max_samples": None, "deepspeed": None, "template": None}, {}),
+    ({"dataset_dir": "REMOTE:llamafactory/demo_data"}, {"dataset_dir": "REMOTE:llamafactory/demo_data"}),  # hubdir.py
+    ({"dataset_dir": "ONLINE"}, {"dataset_dir": "ONLINE"}),
     ({"optim": "adamw_torch", "adam_beta2": 0.95, "extra_args": {"weight_decay_x": 1}},  # any TrainingArguments name
      {"extra_args": {"optim": "adamw_torch", "adam_beta2": 0.95, "weight_decay_x": 1}}),
 ])
@@ -158,7 +160,6 @@ def test_llamafactory_keys_map_to_the_fields(data, want):
     ({"finetuning_type": "freeze"}, "finetuning_type", "lora or full"),
     ({"eval_strategy": "epoch"}, "eval_strategy", "every N steps"),
     ({"warmup_ratio": 1.5}, "warmup_ratio", "not including) 1"),
-    ({"dataset_dir": "REMOTE:llamafactory/demo_data"}, "dataset_dir", "download it"),
     ({"hf_hub_token": "hf_xxx"}, "hf_hub_token", "environment"),
     ({"resume_from_checkpoint": "elsewhere/checkpoint-5", "output_dir": "out"}, "resume_from_checkpoint", "output_dir"),
     ({"report_to": ["wandb", "tensorboard"]}, "report_to", "one tracker"),

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .. import safeload, workspace
 from ..words import say
+from . import hubdir
 from .formats import DataError
 
 # file suffix -> the datasets library's loader (LLaMA-Factory's FILEEXT2TYPE, less plain text)
@@ -156,6 +157,10 @@ def resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
 
 
 def _resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
+    if hubdir.is_online(dataset_dir):  # LLaMA-Factory's ONLINE: the name is a hub dataset's id, alpaca unless mapped
+        return DatasetSource(name, "hf_hub", hub=name, formatting="alpaca")
+    repo = hubdir.remote_repo(dataset_dir)
+    dataset_dir = hubdir.local_folder(dataset_dir)  # REMOTE:owner/name: the hub cache's copy
     src = _from_path(name, dataset_dir)
     if src is not None:
         return src
@@ -166,7 +171,7 @@ def _resolve(name: str, dataset_dir: str | Path) -> DatasetSource:
     entry = info[name]
     if not isinstance(entry, dict):
         raise DataError(say("data.entry_not_mapping", info=str(info_path), name=name))
-    return _entry(name, entry, Path(dataset_dir), info_path)
+    return _entry(name, entry, Path(dataset_dir), info_path, repo)
 
 
 def _mapping(entry: dict, key: str, known: tuple[str, ...], info: Path, name: str, unknown: list[str]) -> dict[str, str]:
@@ -177,7 +182,7 @@ def _mapping(entry: dict, key: str, known: tuple[str, ...], info: Path, name: st
     return {k: v for k, v in value.items() if k in known}
 
 
-def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSource:
+def _entry(name: str, entry: dict, dataset_dir: Path, info: Path, repo: str | None = None) -> DatasetSource:
     unknown = [k for k in entry if k not in ENTRY_KEYS]
     columns = _mapping(entry, "columns", COLUMNS + PREFERENCE + NOT_FOR_SFT, info, name, unknown)
     media = [k for k in columns if k in MEDIA]
@@ -212,6 +217,8 @@ def _entry(name: str, entry: dict, dataset_dir: Path, info: Path) -> DatasetSour
     file_name = entry.get("file_name")
     if not file_name:
         raise DataError(say("data.no_file_name", info=str(info), name=name))
+    if repo is not None:  # a file of the hub repository that holds the dataset_info.json: fetched beside it
+        hubdir.fetch(repo, str(file_name))
     files, kind = data_files(dataset_dir / str(file_name), name)
     return DatasetSource(name, "file", files, kind, **common)
 

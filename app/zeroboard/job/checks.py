@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import info as datainfo, records as datarecords, scan
+from ..data import hubdir, info as datainfo, records as datarecords, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
 from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, prefchecks, samples, slurm, trackers
@@ -141,6 +141,11 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
         from ..data.demo import write_demo_data
 
         write_demo_data(spec.dataset_dir)
+    try:  # the folder itself first (REMOTE:owner/name: fetched into the hub cache), so that its error names it
+        hubdir.local_folder(spec.dataset_dir)
+    except DataError as e:
+        r.errors["dataset_dir"] = e.args[0]
+        return None
     sample: list = []
     total: int | None = 0
     sizes = datarecords.DEFAULT if {"max_cell_bytes", "max_record_bytes"} & set(r.errors) else \

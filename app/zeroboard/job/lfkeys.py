@@ -219,11 +219,7 @@ def _template(value: Any, _: dict) -> Sets | None:
 
 
 def _dataset_dir(value: Any, _: dict) -> Sets | None:
-    if value is None:
-        return None
-    if str(value).startswith(("REMOTE:", "ONLINE")):
-        raise Refused(say("lf.remote_data", value=shown(value)))
-    return {"dataset_dir": value}
+    return None if value is None else {"dataset_dir": value}  # REMOTE: and ONLINE as well (data/hubdir.py)
 
 
 def _finetuning(value: Any, _: dict) -> Sets | None:

@@ -9,6 +9,17 @@ WORDS: dict[str, tuple[str, str]] = {
         "{name} is not a data file path and {info} does not exist; give a file path or a dataset_dir with dataset_info.json",
         "{name} 不是数据文件路径,且 {info} 不存在;请给出文件路径,或含有 dataset_info.json 的 dataset_dir",
     ),
+    "data.remote_fetch": (
+        "{file} of the hub dataset repository {repo} is not in the hub cache and could not be fetched ({why}); online "
+        "it is fetched at the first use; offline, download the repository (huggingface-cli download --repo-type dataset "
+        "{repo} --local-dir DIR) and set dataset_dir to DIR",
+        "hub 数据集仓库 {repo} 的 {file} 不在 hub 缓存中,也无法下载({why});联网时首次使用会自动下载;离线时请先下载该仓库"
+        "(huggingface-cli download --repo-type dataset {repo} --local-dir DIR),再把 dataset_dir 设为 DIR",
+    ),
+    "data.remote_name": (
+        "{value}: REMOTE: is followed by a dataset repository of the hub, owner/name (REMOTE:llamafactory/demo_data)",
+        "{value}:REMOTE: 后面应是 hub 上的数据集仓库 owner/name(如 REMOTE:llamafactory/demo_data)",
+    ),
     "data.info_not_json": ("{path} is not valid JSON: {why}", "{path} 不是有效的 JSON:{why}"),
     "data.not_in_info": ("{name} is not in {info} (known: {known})", "{info} 中没有 {name}(已有:{known})"),
     "data.no_file_name": ("{info}: entry {name} has no file_name", "{info}:条目 {name} 没有 file_name"),

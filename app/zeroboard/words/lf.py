@@ -51,10 +51,6 @@ WORDS: dict[str, tuple[str, str]] = {
         "{value}: one tracker per run here (none, tensorboard, wandb, mlflow or swanlab)",
         "{value}:这里每次运行只用一个跟踪工具(none、tensorboard、wandb、mlflow 或 swanlab)",
     ),
-    "lf.remote_data": (
-        "{value} is a data folder on the hub, which is not read from here: download it and give its folder",
-        "{value} 是 hub 上的数据目录,这里不直接读取:请先下载,再填写它的目录",
-    ),
     "lf.finetuning_type": (
         "{value} is not trained here: use lora or full",
         "这里不支持 {value}:请用 lora 或 full",
@@ -187,7 +183,12 @@ WORDS: dict[str, tuple[str, str]] = {
         "ZeroBoard 与 LLaMA-Factory 逐 token 一致地写出的模板(见上表);LLaMA-Factory 的其他模板名:"
         "改用分词器自带的对话模板(chat),并给出提示",
     ),
-    "lf.doc_dataset_dir": ("the same; a hub folder (REMOTE:, ONLINE) refused", "相同;hub 上的目录(REMOTE:、ONLINE)被拒绝"),
+    "lf.doc_dataset_dir": (
+        "the same; REMOTE:owner/name (a dataset repository holding dataset_info.json, fetched into the hub cache) and "
+        "ONLINE (each dataset name a hub dataset) as LLaMA-Factory reads them",
+        "相同;REMOTE:owner/name(含 dataset_info.json 的数据集仓库,下载到 hub 缓存)和 ONLINE(每个数据集名都是 hub 上的"
+        "数据集)与 LLaMA-Factory 的读法一致",
+    ),
     "lf.doc_finetuning_type": ("lora, full; freeze and oft refused", "lora、full;freeze 和 oft 被拒绝"),
     "lf.doc_report_to": ("one tracker, or none; several refused", "一个跟踪工具或 none;多个被拒绝"),
     "lf.doc_stage": (
