@@ -299,3 +299,15 @@ def hub_dataset(cache: Path, repo: str, files: dict[str, str], revision: str = "
     (folder / "refs").mkdir(parents=True, exist_ok=True)
     (folder / "refs" / "main").write_text(revision)
     return snapshot
+
+
+RETITLE_S = 20  # the charts of a page draw their titles in a new language within this (live_panels.RETITLE_TICKS)
+
+
+def left_after(find, seconds: float = RETITLE_S, every: float = 0.5):
+    """What ``find()`` still finds once it finds nothing or ``seconds`` have passed: for a page whose charts draw
+    their new titles asynchronously (a check that reads too soon sees the old words of a drawing under way)."""
+    deadline = time.time() + seconds
+    while (found := find()) and time.time() < deadline:
+        time.sleep(every)
+    return found

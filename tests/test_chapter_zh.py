@@ -10,17 +10,15 @@ browser, and kept across reloads and new tabs.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from helpers import wait_until
+from helpers import RETITLE_S, left_after, wait_until
 from test_browser import RELOAD_S, RUN_S, UI_S, choose, demo_form, fill, status, step
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
-RELABEL_S = 20
 
 VISIBLE_TEXT = """() => {
   const skip = 'pre, code, textarea, input, script, style, svg title, .cm-editor, #zb-log, #zb-command, #zb-ds-json,'
@@ -83,11 +81,8 @@ def assert_chinese(pg, where: str) -> None:
     # the labels are said again by one event after the language is known: one of them in Chinese means all are
     pg.wait_for_selector("#zb-start:text-is('开始')", timeout=60_000)
     pg.wait_for_function("() => document.querySelector('#zb-host').innerText.includes('主机内存')")
-    # the charts draw their new titles asynchronously (vega), late on a busy machine: give them a few ticks
-    deadline = time.time() + RELABEL_S
-    while (left := english_left(pg)) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not left, f"English on the Chinese page ({where}), {RELABEL_S} s after the labels switched: {left}"
+    left = left_after(lambda: english_left(pg))  # the charts draw their new titles a few ticks later
+    assert not left, f"English on the Chinese page ({where}), {RETITLE_S} s after its labels switched: {left}"
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import on_standin, start_on_page, synthetic_run, wait_until
+from helpers import RETITLE_S, left_after, on_standin, start_on_page, synthetic_run, wait_until
 from test_browser import RUN_S, UI_S, choose, demo_form, fill, fill_after_load, status, step
 from test_chapter_zh import TERMS, WORD, english_left
 from zeroboard.job import folders, record, spec
@@ -185,8 +185,8 @@ def tooltips_left(pg) -> list[str]:
 def assert_no_english(pg, where: str) -> None:
     pg.wait_for_selector("body[data-zb-lang='zh']", state="attached")
     pg.wait_for_selector("#zb-start:text-is('开始')", state="attached", timeout=60_000)  # the labels said again
-    left = english_left(pg) + tooltips_left(pg)
-    assert not left, f"English on the Chinese page ({where}): {left}"
+    left = left_after(lambda: english_left(pg) + tooltips_left(pg))
+    assert not left, f"English on the Chinese page ({where}), {RETITLE_S} s after its labels switched: {left}"
 
 
 def test_no_english_on_any_chinese_tab(browser, server):

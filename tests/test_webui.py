@@ -385,6 +385,8 @@ def test_chart_legends_name_their_series_in_the_page_language_and_are_redrawn_on
     assert list(rows["series"].unique()) == ["train"] and hist is not gr.skip()
     title, hist_title, seen = tick(seen, "en")
     assert title["color_title"] == "curve\u200b" and hist_title["color_title"] == "memory\u200b"
+    retitled, _, seen = tick(seen, "en")  # the axis titles said again (RETITLE_TICKS), an invisible character added
+    assert retitled["x_title"] == "step\u200b" and retitled["y_title"] == "Loss" and "value" not in retitled
     assert tick(seen, "en")[0] == gr.skip()  # nothing new: nothing sent
     rows, _, seen = tick(seen, "zh")  # a language switch relabels the titles, then the rows come in Chinese
     assert list(rows["series"].unique()) == ["训练"]
@@ -397,6 +399,35 @@ def test_chart_legends_name_their_series_in_the_page_language_and_are_redrawn_on
     rows, _, seen = tick(seen, "zh")
     assert set(rows["series"]) == {"训练", "评估"}
     assert tick(seen, "zh")[0]["color_title"] == "曲线"
+
+
+def test_after_a_language_switch_every_chart_draws_its_axis_titles_again_on_later_ticks(gr, manager, tmp_path):
+    """A drawing begun with the old titles may end after the switch's: on the ticks RETITLE_TICKS after a switch each
+    chart is sent its axis titles in the new language, changed invisibly each time so that it draws again; a chart
+    sent rows on such a tick gets its titles on the next."""
+    from zeroboard.webui import live_panels
+
+    run = tmp_path / "run"
+    run.mkdir()
+    writer = events.EventWriter(run, 0)
+    writer.emit("log", step=5, total_steps=10, loss=1.5, lr=1e-3, memory=[])
+    register(manager, JobState(run_dir=str(run), status="finished", started=time.time() - 5, ended=time.time()))
+    with gr.Blocks():
+        panels = live_panels.render_live("en", [])
+    live = Live(manager)
+    at = {name: live_panels.outputs(panels).index(getattr(panels, name)) for name in live_panels.AXES}
+    seen, said = None, []
+    for n in range(12):
+        if n == 5:  # new rows on the tick the titles are due: the lr chart gets its rows, the titles a tick later
+            writer.emit("log", step=6, total_steps=10, loss=1.4, lr=9e-4, memory=[])
+        out, seen = live_panels.render_snapshot(panels, live.snapshot(str(run), "zh"), seen, time.time())
+        said.append({name: out[i] for name, i in at.items()})
+    lr = [(n, u) for n, s in enumerate(said) for u in [s["lr"]] if isinstance(u, dict) and "x_title" in u]
+    assert [n for n, _ in lr] == [2, 6, 10]  # the third tick after the switch, the sixth (rows first), the eleventh
+    assert [u["x_title"] for _, u in lr] == ["步数\u200b", "步数", "步数\u200b"] and lr[0][1]["y_title"] == "学习率"
+    assert type(said[5]["lr"]).__name__ == "DataFrame"  # the rows of step 6
+    hist = [n for n, s in enumerate(said) if isinstance(s["history"], dict) and "x_title" in s["history"]]
+    assert hist and said[hist[0]]["history"]["x_title"].rstrip("\u200b") == words.label("axis_seconds", "zh")
 
 
 def test_the_full_log_is_served_as_a_static_path_not_copied(tmp_path):

@@ -105,6 +105,14 @@ def history_frame(rows: list[dict], lang: str = words.DEFAULT) -> pd.DataFrame:
 # again with an invisible character added or taken away
 ZWSP = "\u200b"
 RELAID = (("loss", "axis_loss_series"), ("history", "axis_series"), ("rewards", "axis_rewards_series"))
+# ...and it may draw a chart from the titles it had before a language switch: a drawing begun before the new titles
+# came can end after the one they started (seen on a busy machine: the lr chart's axis in English on the Chinese
+# page until the page was reloaded). So some ticks after a switch say each chart's axis titles again, an invisible
+# character added or taken away, which makes it draw again from the titles it has by then
+AXES = {"loss": {"x_title": "axis_step", "y_title": "loss"}, "lr": {"x_title": "axis_step", "y_title": "lr"},
+        "tps": {"x_title": "axis_step", "y_title": "tps"}, "rewards": {"x_title": "axis_step", "y_title": "rewards"},
+        "history": {"x_title": "axis_seconds"}}
+RETITLE_TICKS = (2, 5, 10)  # ticks after the switch (2 s each at rest, 0.5 s while a run is live)
 
 
 def render_strip(lang: str) -> tuple[gr.HTML, gr.HTML, gr.Button]:
@@ -213,6 +221,9 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
             chart_out[chart], sent_rows[chart] = skip, True
     events_new = due["loss"] and sent_rows["loss"]  # rows held back by a redraw go out on the next tick
     sampled = due["history"] and sent_rows["history"]
+    chart_out["lr"] = _frame(snap.lr, ["step", "lr"]) if events_new else skip
+    chart_out["tps"] = _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip
+    retitled = retitle(chart_out, seen, snap.lang, skip)
     log_new = changed("log", snap.log_version)
     status_key = (snap.status, snap.status_md)
     download_due = changed("download", snap.log_path)
@@ -220,8 +231,8 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
         snap.status_md if changed("status", status_key) else skip,
         snap.progress_html,
         chart_out["loss"],
-        _frame(snap.lr, ["step", "lr"]) if events_new else skip,
-        _frame(snap.tps, ["step", "tokens/s"]) if events_new else skip,
+        chart_out["lr"],
+        chart_out["tps"],
         chart_out["rewards"],
         snap.log_text if log_new else skip,
         gr.update(value=downloadable(snap.log_path)) if download_due else skip,
@@ -246,8 +257,25 @@ def render_snapshot(p: LivePanels, snap: Snapshot, seen: dict | None, now: float
             "events": snap.events_version if sent_rows["loss"] or not due["loss"] else None,
             "sample": snap.sample_time if sent_rows["history"] or not due["history"] else None,
             "status": status_key, "download": snap.log_path, "mem": snap.mem_md, "check": check_key, "lang": snap.lang,
-            "sent": sent, "laid": laid}
+            "sent": sent, "laid": laid, **retitled}
     return out, seen
+
+
+def retitle(chart_out: dict, seen: dict, lang: str, skip) -> dict:
+    """On the ticks RETITLE_TICKS after a language switch, each chart's axis titles again (into ``chart_out``, for a
+    chart this tick sends nothing else; else on a later tick).  Returns what the next tick needs to know."""
+    ticks = 0 if seen.get("lang") != lang else seen.get("ticks", 0) + 1
+    owed = set(AXES) if ticks in RETITLE_TICKS else set(seen.get("owed") or [])
+    flips = dict(seen.get("flips") or {})
+    for chart in sorted(owed):
+        if chart_out[chart] is not skip:  # rows (or a legend title) this tick: the titles wait for the next
+            continue
+        flips[chart] = not flips.get(chart, False)
+        titles = {prop: words.label(key, lang) for prop, key in AXES[chart].items()}
+        titles["x_title"] += ZWSP if flips[chart] else ""
+        chart_out[chart] = gr.update(**titles)
+        owed.discard(chart)
+    return {"ticks": ticks, "owed": sorted(owed), "flips": flips}
 
 
 def downloadable(path: str | None) -> str | None:
