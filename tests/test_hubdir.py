@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from helpers import hub_dataset
+from zeroboard import words
 from zeroboard.cli import main as cli_main
 from zeroboard.data import hubdir, info as datainfo
 from zeroboard.data.formats import DataError
@@ -49,8 +50,7 @@ def test_a_remote_folder_reads_its_entries_from_the_hub_cache(cache):
 def test_a_remote_folder_missing_offline_says_how_to_fetch_it(cache):
     with pytest.raises(DataError) as e:
         datainfo.resolve("mine", "REMOTE:someone/never_fetched")
-    said = e.value.args[0]
-    text = str(said) if not hasattr(said, "en") else said.en
+    text = words.tr(e.value.args[0], "en")
     assert "someone/never_fetched" in text and "dataset_info.json" in text
     assert "huggingface-cli download --repo-type dataset someone/never_fetched" in text and "dataset_dir" in text
     with pytest.raises(DataError, match="owner/name"):

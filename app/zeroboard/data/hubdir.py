@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import workspace
 from ..words import say
 from .formats import DataError
 
@@ -32,11 +33,9 @@ def is_online(dataset_dir: str | Path) -> bool:
 
 
 def hub_cache() -> Path:
-    """Where huggingface_hub keeps what it fetched (read at each call: the environment may change after import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
+    """Where huggingface_hub keeps what it fetched: $HF_HUB_CACHE, else the hub folder of the Hugging Face home (read
+    at each call: the environment may change after huggingface_hub was imported)."""
+    return workspace.hf_cache() if os.environ.get("HF_HUB_CACHE") else workspace.hf_cache() / "hub"
 
 
 def fetch(repo: str, filename: str) -> Path:
