@@ -494,8 +494,10 @@ CASES = [
     ("a warmup ratio of 2", "warmup_ratio", lambda t: s(job_file=yaml_file(t, "warmup_ratio: 2\n"))),
     ("evaluating per epoch", "eval_strategy", lambda t: s(job_file=yaml_file(t, "eval_strategy: epoch\n"))),
     ("a hub token in the job file", "hf_hub_token", lambda t: s(job_file=yaml_file(t, "hf_hub_token: hf_abc\n"))),
-    ("a LLaMA-Factory data folder on the hub", "dataset_dir",
-     lambda t: s(job_file=yaml_file(t, "stage: sft\ndataset_dir: REMOTE:llamafactory/demo_data\n"))),
+    # (read from the hub cache, fetched there online: here neither, so the field says how to fetch it by hand)
+    ("a LLaMA-Factory data folder on the hub, not fetched, offline", "dataset_dir",
+     lambda t: s({"dataset_dir": "REMOTE:llamafactory/never_fetched"},
+                 env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(t / "empty-hub-cache")})),
     ("interleave probabilities with concat", "interleave_probs", lambda t: s({"interleave_probs": "0.5,0.5"})),
     ("interleave probabilities that do not sum to 1", "interleave_probs",
      lambda t: s({"mix_strategy": "interleave_under", "interleave_probs": "0.5,0.7"})),
