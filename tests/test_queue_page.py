@@ -91,8 +91,8 @@ def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_start
         demo_form(pg)
         first, second = tmp_path / "first", tmp_path / "second"
         fill_after_load(pg, "output_dir", first)
-        fill(pg, "max_steps", 500)
-        start_on_page(pg, index, first)
+        fill(pg, "max_steps", 5000)  # (500 steps at the stand-in's 0.1 s could end, on a busy machine, before the
+        start_on_page(pg, index, first)  # second Start meets it; it is aborted below)
         wait_until(lambda: step(pg) > 0, RUN_S, "the first run's first step")
 
         # the form shows the running job, locked: edit a copy (its button shows once the page follows the run)

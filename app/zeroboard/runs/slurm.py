@@ -81,9 +81,8 @@ class SlurmExecutor(Executor):
         job_id = out.strip().split(";")[0].splitlines()[-1].strip() if code == 0 and out else ""
         if code != 0 or not job_id.isdigit():
             raise OSError(out or f"sbatch exited {code}")
-        st.slurm = {"job_id": job_id, "state": "PENDING"}
+        st.slurm = {"job_id": job_id, "state": "PENDING"}  # (the supervisor follows it right after: queue and message)
         log.write(f"[zeroboard] {say('slurm.submitted', job_id=job_id)}\n".encode())
-        self.follow(st)
 
     def poll(self, st: JobState) -> int | None:
         job_id = st.slurm.get("job_id")

@@ -108,6 +108,7 @@ class Supervisor:
             self.finish()
             return 1
         st.status, st.message = "running", say("run.running")
+        self.executor.follow(st)  # then the executor's own word, if it has one (Slurm: waiting in its queue, and why)
         self.save()
         code, evs, stop_at = self.watch()
         st.ended = time.time()
