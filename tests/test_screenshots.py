@@ -4,7 +4,7 @@ each chapter crop shows its key words; and a run over images already there chang
 a shot differs from the last only by live figures, within the tool's stated tolerance.  Where this Chromium drew
 the committed docs/images, one run over a copy of them (they must be today's page); else two runs.
 
-About four minutes a run on an idle 2-core machine (most of it the demo run, Reload and answer twice, and the three
+About six minutes a run on an idle 2-core machine (most of it the demo run, Reload and answer twice, and the three
 runs compared).
 """
 
@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 TOOL_S = 2400  # one run of the tool (a demo run, three compared runs, two reloads and answers, a chat, 34 images): about
-# 500 s on an idle 2-core machine, over 1,200 s in CI beside the other worker's training jobs
+# 360 s on an idle 2-core machine, two to three times that in CI beside the other worker's training jobs
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "screenshots.py"

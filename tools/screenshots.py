@@ -84,9 +84,9 @@ ANSWER_S = 300  # Reload and answer loads the trained model and generates
 class Options:
     out: Path
     langs: list[str]
-    # the demo model trains at 15+ steps/s on 2 CPU cores: with 300 steps the run had ended before the second
-    # language's running shot was taken, and with 600 before the second language's process table on a busy machine
-    max_steps: int = 1500
+    # the running shots hold the run (held()) at a quarter of its steps, so it cannot end under them however busy
+    # the machine: the length only sets the points on the charts (about 30) and the wait for the finished shots
+    max_steps: int = 300
     chromium: str = CHROMIUM
 
     @property
