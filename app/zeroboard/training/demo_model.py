@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..data import convert
 from ..data.demo import write_demo_data
+from ..job import devices
 from ..job.spec import LESSON_MODEL
 
 CHAT_TEMPLATE = (
@@ -49,6 +50,17 @@ def pretrain(model, tokenizer, data_dir: Path, steps: int = 600, seed: int = 0) 
     """
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(threads, devices.idle_cores())))  # one thread or two: the same bytes
+    try:
+        return _pretrain(model, tokenizer, data_dir, steps, seed)
+    finally:
+        torch.set_num_threads(threads)  # a rank that built the model trains with its own
+
+
+def _pretrain(model, tokenizer, data_dir: Path, steps: int, seed: int) -> float:
+    import torch
+
     texts = [tokenizer.apply_chat_template(c, tokenize=False)
              for c in convert.load(["demo_alpaca", "demo_sharegpt"], data_dir)]
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"][:96] for t in texts]
@@ -71,7 +83,7 @@ def pretrain(model, tokenizer, data_dir: Path, steps: int = 600, seed: int = 0) 
         sched.step()
         opt.zero_grad()
     model.eval()
-    return float(loss)
+    return float(loss.detach())
 
 
 def train_tokenizer(data_dir: Path):
