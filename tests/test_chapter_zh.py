@@ -95,7 +95,8 @@ def opened(context, url: str):
     pg = context.new_page()
     pg.set_default_timeout(UI_S)
     pg.goto(url)
-    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached")
+    # the page's load chain, on a machine training beside the browser: once over a minute in a full run
+    pg.wait_for_selector("body[data-zb-loaded='1']", state="attached", timeout=2 * UI_S)
     return pg
 
 
@@ -108,17 +109,21 @@ def test_the_language_comes_from_the_url_or_the_browser_and_survives_a_reload(br
     english = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
     chinese = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
     try:
+        # each page is closed once read: an open page keeps asking the server for news
         pg = opened(english, url)
         assert lang_of(pg) == "en"  # an English browser, nothing asked for
+        pg.close()
         pg = opened(english, url + "?lang=zh")
         pg.wait_for_selector("#zb-preview:text-is('预览命令')")
         pg.reload()
         pg.wait_for_selector("#zb-preview:text-is('预览命令')")  # the choice survives a reload ...
+        pg.close()
         other = opened(english, url)
         other.wait_for_selector("#zb-preview:text-is('预览命令')")  # ... and a new tab
         other.locator("#zb-lang label", has_text="English").click()
         # every label is said again by one event: on a busy machine it can wait behind the other tabs' ticks
         other.wait_for_selector("#zb-preview:text-is('Preview command')", timeout=60_000)
+        other.close()
         assert lang_of(opened(english, url)) == "en"  # a choice made on the page is kept too
         zh = opened(chinese, url)
         zh.wait_for_selector("#zb-preview:text-is('预览命令')")  # a Chinese browser gets the Chinese page
