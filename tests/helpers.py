@@ -70,6 +70,21 @@ def wait_until(fn, timeout: float, what: str, every: float = 0.25):
         time.sleep(every)
 
 
+def mark_page(pg) -> None:
+    """Mark the page's document.  Gradio reloads a page by itself once it lost its connection to the server (a broken
+    request) and reached it again, and drops every click meanwhile: :func:`page_reloaded` tells a test that this
+    happened, so it does its steps again instead of waiting for an answer to a click the page never sent."""
+    pg.evaluate("() => { window.__zbMarked = true; }")
+
+
+def page_reloaded(pg) -> bool:
+    """The document marked by :func:`mark_page` was replaced (or is being replaced)."""
+    try:
+        return not pg.evaluate("() => window.__zbMarked === true")
+    except Exception:  # noqa: BLE001 - the page is navigating: its old document is gone
+        return True
+
+
 def start_server(port: int, index: Path, log: Path, cwd: Path = REPO, env: dict | None = None,
                  args: list[str] | None = None) -> subprocess.Popen:
     """``zeroboard webui`` as a user starts it, on ``port``, with its own runs index; returns once it answers."""
