@@ -49,6 +49,19 @@ def measured_file_seconds() -> dict[str, float]:
         return {}
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test's report carries what its pages logged as errors (a lost connection, a script error)."""
+    from helpers import BROWSER_ERRORS
+
+    if call.when == "setup":
+        BROWSER_ERRORS.clear()
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and BROWSER_ERRORS:
+        report.sections.append(("browser errors", "\n".join(BROWSER_ERRORS)))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     heavy = {item.nodeid.split("::")[0] for item in items if any(item.get_closest_marker(m) for m in HEAVY)}

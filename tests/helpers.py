@@ -37,10 +37,27 @@ def chromium():
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        opened = browser.new_context
+
+        def new_context(*args, **kwargs):  # every page's console errors kept, for a failed test's report
+            context = opened(*args, **kwargs)
+            context.on("console", lambda m: m.type == "error" and _heard(f"console: {m.text}"))
+            context.on("weberror", lambda e: _heard(f"page error: {e.error}"))
+            return context
+
+        browser.new_context = new_context
         try:
             yield browser
         finally:
             browser.close()
+
+
+BROWSER_ERRORS: list[str] = []  # what the pages of the running test logged as errors (conftest reports them)
+
+
+def _heard(line: str) -> None:
+    BROWSER_ERRORS.append(f"{time.strftime('%H:%M:%S')} {line[:500]}")
+    del BROWSER_ERRORS[:-40]
 
 
 def standin_env(step_s: float = 0.05, **knobs) -> dict[str, str]:
