@@ -185,6 +185,34 @@ def test_the_rendezvous_port_of_a_launcher_and_of_a_rank():
     assert ports == [23456, 23457, 23458, None]
 
 
+def test_each_node_of_a_job_on_one_machine_counts_only_its_own_processes(tmp_path):
+    """Two nodes of one job on one machine write into one folder: a node's leftovers are the trainers of that folder
+    and of its own node -- a launcher says its node on its command line, a rank in GROUP_RANK.  (Node 0's supervisor,
+    ending first, once took node 1's launcher, which has no GROUP_RANK, for its own leftover and stopped it.)"""
+    import subprocess
+    import sys
+
+    out = tmp_path / "two-nodes"
+    out.mkdir()
+    trainer = ["-m", processes.TRAINER_MODULE, "--output_dir", str(out)]
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    procs = [subprocess.Popen([*sleep, "--nnodes", "2", "--node_rank", "1", *trainer]),  # node 1's launcher
+             subprocess.Popen([*sleep, "--nnodes=2", "--node-rank=0", *trainer]),  # node 0's
+             subprocess.Popen([*sleep, *trainer], env={**os.environ, "GROUP_RANK": "1"}),  # a rank of node 1
+             subprocess.Popen([*sleep, *trainer], env={k: v for k, v in os.environ.items() if k != "GROUP_RANK"})]
+    try:
+        for p in procs:
+            wait_until(lambda p=p: "time.sleep(60)" in " ".join(psutil.Process(p.pid).cmdline()), 30, "the exec")
+        ranks = [processes.node_rank(psutil.Process(p.pid)) for p in procs]
+        mine = {n: {p.pid for p in processes.job_processes(JobState(run_dir=str(out), node_rank=n))} for n in (0, 1)}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert ranks == [1, 0, 1, 0]
+    assert mine == {0: {procs[1].pid, procs[3].pid}, 1: {procs[0].pid, procs[2].pid}}
+
+
 def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
     prepared = prepared_for(tmp_path / "run")
     cmd = prepared.command

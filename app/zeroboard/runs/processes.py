@@ -90,23 +90,32 @@ def trainer_devices(p: psutil.Process) -> tuple[str, list[int]]:
     return "cuda", ids
 
 
+def _flag(args: list[str], names: tuple[str, ...]) -> str | None:
+    """The value of a launcher's flag on its command line (``--name value`` or ``--name=value``), or None."""
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in names:
+            return value if eq else args[i + 1] if i + 1 < len(args) else None
+    return None
+
+
 def rendezvous_port(p: psutil.Process) -> int | None:
     """The master port of a trainer process: the launcher's own --master_port, or the MASTER_PORT a rank was given."""
     try:
-        args = p.cmdline()
-        for i, a in enumerate(args):
-            name, eq, value = a.partition("=")
-            if name in ("--master_port", "--master-port"):
-                return int(value if eq else args[i + 1])
-        return int(p.environ().get("MASTER_PORT", ""))
-    except (psutil.Error, ValueError, IndexError):
+        port = _flag(p.cmdline(), ("--master_port", "--master-port"))
+        return int(port if port is not None else p.environ().get("MASTER_PORT", ""))
+    except (psutil.Error, ValueError):
         return None
 
 
 def node_rank(p: psutil.Process) -> int:
-    """Which machine's part of a job a rank is (torchrun's GROUP_RANK; 0 for a job on one machine)."""
+    """Which machine's part of a job a process is: a launcher's own --node_rank, a rank's GROUP_RANK (torchrun gives
+    it to each rank); 0 for a job on one machine.  A node's launcher has no GROUP_RANK of its own: read from its
+    environment alone, node 1's launcher would pass for node 0's, whose supervisor would stop it as a leftover when
+    node 0 ends first (two nodes of one job on one machine, as in a test)."""
     try:
-        return int(p.environ().get("GROUP_RANK", "0") or 0)
+        given = _flag(p.cmdline(), ("--node_rank", "--node-rank"))
+        return int(given if given is not None else p.environ().get("GROUP_RANK", "0") or 0)
     except (psutil.Error, ValueError):
         return 0
 
