@@ -213,6 +213,31 @@ def test_each_node_of_a_job_on_one_machine_counts_only_its_own_processes(tmp_pat
     assert mine == {0: {procs[1].pid, procs[3].pid}, 1: {procs[0].pid, procs[2].pid}}
 
 
+def test_a_rank_recorded_before_it_had_its_rank_gets_it_at_the_next_look():
+    """The supervisor may see a rank between its fork and its exec, still with its launcher's environment (no RANK):
+    the next look gives it its rank, and new ranks are added once."""
+    import subprocess
+    import sys
+
+    child = "import os, subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], " \
+            "env={**os.environ, 'RANK': '1'}); time.sleep(60)"
+    launcher = subprocess.Popen([sys.executable, "-c", child])
+    try:
+        kids = wait_until(lambda: [c for c in psutil.Process(launcher.pid).children()
+                                   if "time.sleep(60)" in " ".join(c.cmdline())], 30, "the launcher's rank")
+        st = JobState(run_dir="/nowhere", launcher_pid=launcher.pid,
+                      launcher_ctime=psutil.Process(launcher.pid).create_time(),
+                      ranks=[{"pid": kids[0].pid, "rank": None, "ctime": kids[0].create_time()}])
+        local = executor.LocalExecutor()
+        assert local.follow(st) and st.ranks == [{"pid": kids[0].pid, "rank": 1, "ctime": kids[0].create_time()}]
+        assert not local.follow(st) and len(st.ranks) == 1  # nothing new: the record stays as it is
+    finally:
+        for p in psutil.Process(launcher.pid).children(recursive=True):
+            p.kill()
+        launcher.kill()
+        launcher.wait()
+
+
 def test_a_taken_port_is_replaced_unless_the_user_fixed_it(tmp_path):
     prepared = prepared_for(tmp_path / "run")
     cmd = prepared.command
@@ -415,8 +440,9 @@ def test_a_hung_rank_shows_as_stalled_and_a_killed_rank_is_reported_within_secon
     # stalled after 2 s without progress at the least (the stand-in's steps take a twentieth of a second)
     st = mgr.start(standin_for(tmp_path / "run", max_steps=5000, stall_factor=5.0, stall_min_s=2.0))
     first_log_event(st.run_dir)
-    st = mgr.state(st.run_dir)
-    victim = next(r for r in st.ranks if r["rank"] == 1)
+    # the supervisor records the ranks once a second: rank 0 may log its first step before rank 1 is in the record
+    victim = wait_for(lambda: next((r for r in mgr.state(st.run_dir).ranks if r["rank"] == 1), None), 30,
+                      "rank 1 in the run's record")
     # rank 1 hangs (SIGSTOP): rank 0 waits for it at the next logged step; the run is stalled, naming rank 1, everywhere
     os.kill(victim["pid"], signal.SIGSTOP)
     try:

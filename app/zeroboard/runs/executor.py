@@ -91,10 +91,17 @@ class LocalExecutor(Executor):
         return None if processes.proc(st.launcher_pid, st.launcher_ctime) is not None else -1
 
     def follow(self, st: JobState) -> bool:
+        """Record the launcher's new ranks; a process first seen between its fork and its exec (no RANK yet) gets
+        its rank once it has one.  True when the record changed."""
+        seen = {r["pid"]: r for r in processes.rank_processes(st)}
+        named = 0
+        for r in st.ranks:
+            if r.get("rank") is None and (now := seen.get(r["pid"])) is not None and now["rank"] is not None:
+                r["rank"], named = now["rank"], named + 1
         known = {r["pid"] for r in st.ranks}
-        new = [r for r in processes.rank_processes(st) if r["pid"] not in known]
+        new = [r for pid, r in seen.items() if pid not in known]
         st.ranks += new
-        return bool(new)
+        return bool(new or named)
 
     def stop(self, st: JobState, note) -> list[int]:
         return processes.stop_job(st, note, reap=self.proc.poll if self.proc is not None else None)
