@@ -168,15 +168,24 @@ def test_packing_and_pure_bf16_train_and_reload(tmp_path):
 
 
 def test_a_fresh_checkout_trains_the_demo_from_the_command_line(tmp_path):
-    """The README's command-line path on a machine with no cache/: the trainer builds the demo model and data first."""
+    """The README's command-line path on a machine with no cache/ (under ZeRO-2): the trainer builds the demo model
+    and data first, then sizes DeepSpeed's buckets for it, and the run is planned once the model is there."""
+    from zeroboard.job import presets
+
     (tmp_path / "examples").mkdir()
     shutil.copy("examples/demo.yaml", tmp_path / "examples" / "demo.yaml")
     p = subprocess.run([sys.executable, "-m", "zeroboard.cli", "train", "examples/demo.yaml", "--set=max_steps=3",
-                        "--set=logging_steps=1", "--set=output_dir=runs/fresh"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=900)
+                        "--set=logging_steps=1", "--set=output_dir=runs/fresh", "--set=deepspeed_stage=2"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert (tmp_path / "cache/demo/model/config.json").is_file() and (tmp_path / "cache/demo/data/dataset_info.json").is_file()
     assert [e["step"] for e in events.read_events(tmp_path / "runs/fresh" / events.EVENTS_FILE) if e["event"] == "log"] == [1, 2, 3]
+    # planned once the run had built the model (at launch the planner found no config.json): the Runs tab's plan
+    plan = json.loads((tmp_path / "runs/fresh" / events.PLAN_FILE).read_text())
+    assert plan["setup"]["device"] == "cpu" and plan["host_bytes"] > 0, plan
+    # the DeepSpeed values ZeroBoard sets for two CPU processes, read from the model it had just built
+    used = json.loads((tmp_path / "runs/fresh" / events.DS_CONFIG_FILE).read_text())["zero_optimization"]
+    assert used["reduce_bucket_size"] != presets.preset("2", False)["zero_optimization"]["reduce_bucket_size"], used
 
 
 def test_tensorboard_gets_the_loss_events_jsonl_has(tmp_path):

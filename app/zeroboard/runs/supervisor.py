@@ -35,8 +35,9 @@ from pathlib import Path
 import psutil
 
 from .. import files
-from ..job import manifest, record
+from ..job import checks, manifest, record, spec as specmod
 from ..job.registry import Registry
+from ..planner.record import record_plan
 from ..words import Msg, from_json, say
 from . import executors, outcome, stall
 from .state import JobState, hold_lock, release_reserve, set_reserve, write_state
@@ -72,6 +73,7 @@ class Supervisor:
         self.disk_error: Msg | None = None
         self.stop_asked = stop_asked
         self.log = open(run_dir / record.LOG_FILE, "ab", buffering=0)  # noqa: SIM115 - the launcher writes into it too
+        self.unplanned = self.state.node_rank == 0 and not (run_dir / record.PLAN_FILE).is_file()
 
     # --- recording --------------------------------------------------------------------------------
     def save(self) -> None:
@@ -137,6 +139,8 @@ class Supervisor:
         while (code := self.executor.poll(st)) is None:
             new = record.parse(tail.read_lines())
             evs += new
+            if self.unplanned and any(e.get("event") == "data" for e in new):
+                self.plan_late()
             if error_seen is None and any(e.get("event") == "error" for e in new):
                 error_seen = time.time()
                 outcome.failure_details(st, evs)
@@ -162,6 +166,17 @@ class Supervisor:
                 self.save()
             time.sleep(0.2)
         return code, evs + record.parse(tail.read_lines()), stop_at
+
+    def plan_late(self) -> None:
+        """A run on a built-in model that was not built yet at launch has no plan (the planner reads its config.json):
+        plan it once the first rank has built the model and gone on to the data. Once; no plan is no harm."""
+        self.unplanned = False
+        try:
+            job = specmod.load_yaml(self.run / record.SPEC_FILE)
+        except (OSError, specmod.SpecError):
+            return
+        if checks.is_demo_model(job.model_name_or_path):
+            record_plan(job, self.run)
 
     def finish(self) -> None:
         """The last word: into state.json (the room set aside is given back for it first), and into the runs index

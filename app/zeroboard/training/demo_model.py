@@ -12,14 +12,18 @@ Needs torch and transformers: the trainer or the CLI run it, never the web serve
 from __future__ import annotations
 
 import json
+import logging
 import random
+import time
 from pathlib import Path
 
 from ..data import convert
 from ..data.demo import write_demo_data
 from ..job import devices
-from ..job.spec import LESSON_MODEL
+from ..job.spec import LESSON_MODEL, JobSpec
+from ..words import say
 
+log = logging.getLogger("zeroboard.train")  # the trainer's log, where a run builds the model
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -156,3 +160,19 @@ def ensure_demo_model(model_dir: str | Path, data_dir: str | Path) -> Path:
         lesson = out.resolve() == Path(LESSON_MODEL).resolve()
         (build_lesson_model if lesson else build_demo_model)(out, data_dir)
     return out
+
+
+def wait_for_built_model(job: JobSpec, rank: int, timeout: float = 600) -> None:
+    """In a run on a built-in model: rank 0 builds it if it is missing (the run's supervisor then plans the run on it:
+    at launch the planner found no config.json to read); the other ranks wait for it."""
+    model_dir = Path(job.model_name_or_path)
+    if rank == 0:
+        if not (model_dir / "config.json").is_file():
+            log.info("building the demo model in %s", model_dir)
+            ensure_demo_model(model_dir, job.dataset_dir)
+        return
+    deadline = time.time() + timeout
+    while not (model_dir / "config.json").is_file():
+        if time.time() > deadline:
+            raise RuntimeError(say("train.demo_model_wait", path=str(model_dir), seconds=round(timeout)))
+        time.sleep(0.5)

@@ -1,8 +1,7 @@
 """The trainer each rank runs: ``python -m zeroboard.training.train --model_name_or_path ... [--deepspeed cfg.json]``.
 
-Started by torchrun or the deepspeed launcher (never by hand in a shell that
-lacks RANK/WORLD_SIZE, though a single process works too).  Reads top to
-bottom: parse -> setup -> data -> model -> train -> save -> cleanup.
+Started by torchrun or the deepspeed launcher (a single process works too).
+Reads top to bottom: parse -> setup -> data -> model -> train -> save -> cleanup.
 
 Writes into the output dir: ``job.yaml`` (the resolved job), ``events.jsonl``
 (machine-readable progress), ``train.log`` (human log of rank 0),
@@ -46,22 +45,6 @@ def setup_logging(output_dir: Path) -> None:
     log.handlers[:] = handlers
     log.setLevel(logging.INFO if RANK == 0 else logging.WARNING)
     log.propagate = False
-
-
-def wait_for_demo_model(model_dir: Path, data_dir: str, timeout: float = 600) -> None:
-    """Rank 0 builds the demo model if it is missing; the other ranks wait for it."""
-    if RANK == 0:
-        from .demo_model import ensure_demo_model
-
-        if not (model_dir / "config.json").is_file():
-            log.info("building the demo model in %s", model_dir)
-        ensure_demo_model(model_dir, data_dir)
-        return
-    deadline = time.time() + timeout
-    while not (model_dir / "config.json").is_file():
-        if time.time() > deadline:
-            raise RuntimeError(say("train.demo_model_wait", path=str(model_dir), seconds=round(timeout)))
-        time.sleep(0.5)
 
 
 COMPILED_S: dict[str, float] = {}  # seconds spent compiling each DeepSpeed op, in this process (the end event says it)
@@ -312,8 +295,11 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     from transformers import AutoTokenizer, Trainer, set_seed
 
     transformers.logging.set_verbosity_warning()
-    ds_config = None
-    tuned: dict = {}
+    if checks.is_demo_model(job.model_name_or_path):  # the DeepSpeed values and the speed-ups read its config.json
+        from .demo_model import wait_for_built_model
+
+        wait_for_built_model(job, RANK)
+    ds_config, tuned = None, {}
     if job.deepspeed:
         ds_config = json.loads(Path(job.deepspeed).read_text(encoding="utf-8"))
         # the values the preview named for this placement and model (job.dstune); a preset file stays as written
@@ -335,8 +321,6 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
         for w in written:
             log.info("tracker %s writes into %s (open it with: %s)", w.tracker, w.path, w.open)
 
-    if checks.is_demo_model(job.model_name_or_path):  # the speed-ups read its config.json: build it first
-        wait_for_demo_model(Path(job.model_name_or_path), job.dataset_dir)
     speed = Speedups(job, ds_config)
     # DeepSpeed's C++ ops, loaded before DeepSpeed asks for them: one that must be compiled first is announced
     ops.load_for_job(job.device_type, ds_config, lambda kind, **f: announce_compile(events, kind, **f),
