@@ -55,10 +55,6 @@ ENTRIES = {
     # full fine-tuning under ZeRO-3 of a model with tied embeddings, a ZeRO checkpoint at its last step
     "zero3_full_tied": Entry(("deepspeed_stage=3", "finetuning_type=full", "max_steps=10", "save_steps=10",
                               "logging_steps=5", "learning_rate=0.001"), model="tied", why="consolidate, inspect"),
-    # the ZeRO lesson (examples/lesson_zero.yaml, 2 CPU processes): its four settings, compared on the Runs page
-    **{f"lesson_{stage}{'_offload' if off else ''}": Entry((f"deepspeed_stage={stage}", f"offload={str(off).lower()}"),
-                                                         job="examples/lesson_zero.yaml", why="none > 2 > 3 measured")
-       for stage, off in (("none", False), ("2", False), ("3", False), ("2", True))},
     # issue 37, one run a stage and none twice (each ~60 s, mostly the processes' start): DPO with LoRA under ZeRO-3
     # (LoRA's reference, the base with adapters off, sharded; reload, chat, merge); full DPO under ZeRO-3 with its
     # sharded reference copy; KTO with LoRA without DeepSpeed; ORPO under ZeRO-2

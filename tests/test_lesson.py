@@ -1,8 +1,9 @@
 """The ZeRO lesson without a browser or a training run: where each setting keeps the states, the same job planned on
 GPUs beside a CPU run, the loss curves that draw as one line, and what a CPU rank's RSS peak measures.
 
-Runs here are written directly (``helpers.synthetic_run``); the lesson's runs themselves are trained once in the
-session's bank (tests/bank.py, ``lesson_*``) and read from the page by test_lesson_page.py.
+Runs here are written directly (``helpers.synthetic_run``); the lesson's runs themselves are trained by the
+documentation screenshots (tools/screenshots.py), whose test reads the comparison from the page
+(test_screenshots.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""``python tools/screenshots.py`` end to end: its own web UI and workspace, a ZeRO-2 + offload demo run and
-three more settings to compare, the fourteen page screenshots and the sixteen chapter crops, each showing something;
-each chapter crop shows its key words; and a run over images already there changes none (nor the chapter text) --
-a shot differs from the last only by live figures, within the tool's stated tolerance.  Where this Chromium drew
-the committed docs/images, one run over a copy of them (they must be today's page); else two runs.
+"""``python tools/screenshots.py`` end to end: its own web UI and workspace, a ZeRO-2 + offload demo run and the
+ZeRO lesson's four settings to compare, the fourteen page screenshots and the sixteen chapter crops, each showing
+something; each chapter crop shows its key words; and a run over images already there changes none (nor the chapter
+text) -- a shot differs from the last only by live figures, within the tool's stated tolerance.  Where this Chromium
+drew the committed docs/images, one run over a copy of them (they must be today's page); else two runs.
 
-About six minutes a run on an idle 2-core machine (most of it the demo run, Reload and answer twice, and the three
-runs compared).
+The comparison the tool shot is the course's lesson, read from the page in each language (the tool prints what its
+Runs tabs showed): the measured peak per device falls none > 2 > 3, the plan per GPU beside it is lowest for
+2 + offload, the reasons are under the table and the coinciding curves are said.  (This is the browser test of the
+lesson on the Runs page: the four runs it trains are the ones the course's images show.)
+
+About seven minutes a run on an idle 2-core machine (most of it the demo run, Reload and answer twice, and the four
+lesson runs).
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from pathlib import Path
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-TOOL_S = 2400  # one run of the tool (a demo run, three compared runs, two reloads and answers, a chat, 34 images): about
-# 360 s on an idle 2-core machine, two to three times that in CI beside the other worker's training jobs
+TOOL_S = 2400  # one run of the tool (a demo run, four lesson runs, two reloads and answers, a chat, 34 images): about
+# 420 s on an idle 2-core machine, two to three times that in CI beside the other worker's training jobs
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "screenshots.py"
@@ -45,6 +50,46 @@ KEY_WORDS = {
     "chapter_compare": {"en": ["DeepSpeed stage", "measured peak per device", "plan per device", "tokens/s", "MiB"],
                         "zh": ["DeepSpeed stage", "每设备实测峰值", "每设备估算", "每秒 token 数", "MiB"]},
 }
+
+
+def compared(stdout: str) -> dict[str, dict]:
+    """Language -> the comparison its Runs tab showed, as the tool printed it."""
+    return {m.group(1): json.loads(m.group(2)) for m in re.finditer(r"^compared \((\w+)\): (.*)$", stdout, re.M)}
+
+
+def size(cell: str) -> int:
+    """The largest figure of a cell (``1.62 GiB · 1.60 GiB``) in bytes."""
+    found = [float(n.replace(",", "")) * UNITS[u] for n, u in re.findall(r"([\d.,]+) (MiB|GiB)", cell)]
+    assert found, f"no size in {cell!r}"
+    return int(max(found))
+
+
+UNITS = {"MiB": 1 << 20, "GiB": 1 << 30}
+COURSE_WORDS = {  # under the table and the charts: why offload saves nothing here, what each setting keeps where
+    "en": ["saves nothing here", "What each setting keeps where", "16Ψ/N", "2Ψ+14Ψ/N"],
+    "zh": ["省不下任何内存", "各设置把训练状态放在哪里", "16Ψ/N", "2Ψ+14Ψ/N"],
+}
+COINCIDE = {"en": "The 4 loss curves coincide", "zh": "这 4 条损失曲线完全重合"}
+STAY = {"en": "activations stay with each GPU", "zh": "激活值留在各自的 GPU 上"}  # one sentence per setting
+
+
+def check_the_lesson(shown: dict, lang: str) -> None:
+    """The course's order, measured, and the GPU plan's, read from the table as a student reads it."""
+    head, rows = shown["head"], shown["rows"]
+    measured = next(i for i, h in enumerate(head) if h in ("measured peak per device", "每设备实测峰值"))
+    on_gpu = next(i for i, h in enumerate(head) if h.startswith(("plan per GPU (2 × H200)", "每张 GPU 的估算(2 × H200)")))
+    by = {r[0]: r for r in rows}
+    assert set(by) == {"runs/lesson-none", "runs/lesson-2", "runs/lesson-3", "runs/lesson-2-offload"}, rows
+    peak = {k.removeprefix("runs/lesson-"): size(r[measured]) for k, r in by.items()}
+    assert peak["none"] > peak["2"] > peak["3"], (lang, peak)  # the course's order, measured on the CPU processes
+    per_device = next(i for i, h in enumerate(head) if h in ("plan per device", "每设备估算"))
+    assert all(size(r[per_device]) for r in rows), rows  # every run planned, the first too (it built the model)
+    planned = {k.removeprefix("runs/lesson-"): size(r[on_gpu]) for k, r in by.items()}
+    assert min(planned, key=planned.get) == "2-offload", (lang, planned)  # offload moves the states off the GPU
+    missing = [w for w in COURSE_WORDS[lang] if w not in shown["course"]]
+    assert not missing, (lang, missing, shown["course"][:1500])
+    assert shown["course"].count(STAY[lang]) == 4, (lang, shown["course"][:1500])
+    assert COINCIDE[lang] in shown["curves"], (lang, shown["curves"])
 
 
 def chromium_version(path: str) -> str:
@@ -116,6 +161,13 @@ def test_the_generator_writes_every_documented_screenshot_and_a_second_run_chang
             missing = [k for k in keys if k not in text]
             assert not missing, f"{crop}_{lang}.png does not show {missing}: {text[:500]}"
     assert "cache/ds_z2_offload_config.json" in shown["chapter_preview_zh.png"]
+    # the comparison shot is the lesson, in each language, as the page showed it in this run
+    seen = compared(done.stdout)
+    assert set(seen) == set(LANGS), done.stdout[-3000:]
+    for lang in LANGS:
+        check_the_lesson(seen[lang], lang)
+    assert "does not show the lesson" not in done.stderr, done.stderr[-3000:]
+
     # no machine's paths: the workspace's own (the tool's temporary folder, the checkout are nowhere)
     for name, text in shown.items():
         assert "/tmp" not in text and str(REPO) not in text and "zb-shots" not in text, (name, text[:300])

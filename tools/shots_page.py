@@ -72,6 +72,7 @@ class Written:
     kept: list[tuple[Path, float]] = field(default_factory=list)  # (image, share of its pixels that changed)
     why: dict[Path, str] = field(default_factory=dict)  # image written -> why: new, another size, share changed
     browser: str = ""  # the version of the Chromium that drew them
+    compared: dict[str, dict] = field(default_factory=dict)  # language -> the comparison its Runs tab showed
 
 
 class Tab:

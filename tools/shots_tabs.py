@@ -4,6 +4,7 @@ compared runs, and names the files)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from shots_page import FRAMES, Tab
 
 from helpers import wait_until
+from zeroboard import words
 
 QUEUED_RUN = "runs/queued"  # a job queued while the demo run holds the CPU processes (shot, then cancelled)
 
@@ -19,8 +21,19 @@ ROW_OF = """(name) => [...document.querySelectorAll('#zb-runs-table .virtual-row
   .findIndex(r => r.querySelector('[role=gridcell]')?.innerText.trim() === name)"""
 
 
-def shoot_runs(tab: Tab, out: Path, names: list[str]) -> None:
-    """The Runs tab: the list, then the four settings compared (curves, memory and speed, the fields that differ)."""
+# the comparison as the page shows it: the memory table's head and rows, the text around it, the note under the charts
+COMPARED = """() => {
+  const t = document.querySelector('#zb-runs-course table');
+  return {head: [...t.querySelectorAll('thead th')].map(c => c.innerText.trim()),
+          rows: [...t.querySelectorAll('tbody tr')].map(r => [...r.querySelectorAll('td')].map(c => c.innerText.trim())),
+          course: document.querySelector('#zb-runs-course').innerText,
+          curves: document.querySelector('#zb-runs-curves-note')?.innerText ?? ''};
+}"""
+
+
+def shoot_runs(tab: Tab, out: Path, names: list[str]) -> dict:
+    """The Runs tab: the list, then the runs ``names`` compared (curves, memory and speed, the fields that differ).
+    Returns the comparison as the page showed it (``COMPARED``)."""
     tab.pg.locator("#zb-tab-runs-button").click()
     wait_until(lambda: tab.pg.locator("#zb-runs-table .virtual-row").count() >= len(names), 60, "the runs listed")
     tab.pg.mouse.move(0, 0)
@@ -38,6 +51,32 @@ def shoot_runs(tab: Tab, out: Path, names: list[str]) -> None:
     tab.pg.mouse.move(0, 0)
     tab.shoot(out, "runs_compare")
     tab.shoot(out, "chapter_compare")
+    return tab.pg.evaluate(COMPARED)
+
+
+def lesson_problem(shown: dict, lang: str) -> str:
+    """What keeps the comparison ``shown`` (``COMPARED``, of the runs ``runs/lesson-<setting>``) from showing the
+    course's lesson: the measured peak per device falling none > 2 > 3, and 2 + offload the lowest planned per GPU.
+    '' when it shows it."""
+    heads = words.text("headers.course", lang).split("|")
+    col = {h: i for i, h in enumerate(shown["head"])}
+    on_gpu = [i for h, i in col.items() if h not in heads]  # the one column a CPU run's table adds
+    by = {row[0].rsplit("/", 1)[-1].removeprefix("lesson-"): row for row in shown["rows"]}
+    if heads[4] not in col or not on_gpu or set(by) != {"none", "2", "3", "2-offload"}:
+        return f"the table is not the lesson's four runs with their measured and per-GPU columns: {shown['head']}, {sorted(by)}"
+    peak = {k: largest(row[col[heads[4]]]) for k, row in by.items()}
+    if not peak["none"] > peak["2"] > peak["3"]:
+        return f"the measured peaks do not fall none > 2 > 3: {peak}"
+    planned = {k: largest(row[on_gpu[0]]) for k, row in by.items()}
+    if min(planned, key=planned.get) != "2-offload":
+        return f"2 + offload is not the lowest per GPU planned: {planned}"
+    return ""
+
+
+def largest(cell: str) -> int:
+    """The largest size in a cell of the table (``2.43 GiB · 2.42 GiB``), in bytes; 0 where it shows none."""
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    return int(max([float(n.replace(",", "")) * units[u] for n, u in re.findall(r"([\d.,]+) ([KMG]iB)", cell)] or [0]))
 
 
 def shoot_queue(tabs: list[Tab], out: Path, index: Path, ws: Path, env: dict) -> None:
