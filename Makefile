@@ -41,8 +41,8 @@ chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
 
 # The container test builds the Dockerfile and runs it without a Docker daemon: Debian's podman (buildah inside),
-# runc and debootstrap (root; apt waits for another apt to finish).
-CONTAINER_TOOLS := podman buildah runc debootstrap
+# runc, debootstrap and slirp4netns (root; apt waits for another apt to finish).
+CONTAINER_TOOLS := podman buildah runc debootstrap slirp4netns
 container-tools:
 	@for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null || missing=1; done; [ -z "$$missing" ] || \
 	  { apt-get -o DPkg::Lock::Timeout=600 update -qq && \

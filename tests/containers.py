@@ -12,6 +12,10 @@ the benchmark measures the build).
 What this machine needs, for these commands only (never baked into the image):
 - the containers' default ulimits exceed the host's hard limits, and crun cannot run with its cgroups: a
   containers.conf without default ulimits and with runc as the runtime (CONTAINERS_CONF);
+- a container's network is slirp4netns (user-space, port forwarding included) rather than podman's bridge: the
+  bridge and each container's veth pair change the host's interfaces, and Chromium then drops its pages' requests
+  in flight (net::ERR_NETWORK_CHANGED, loopback included) -- the browser tests beside this one lost their page
+  loads and clicks to it (same containers.conf);
 - the package registries are reached through a TLS proxy whose CA is in the host's bundle: the build steps borrow
   the bundle and a pip.conf naming it, as build volumes.
 """
@@ -31,10 +35,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("ZEROBOARD_CI_CACHE", "/var/cache/zeroboard-ci"))
 STANDIN = REPO / "tests" / "standin.Containerfile"
-TOOLS = ("podman", "buildah", "runc", "debootstrap")  # `make container-tools` installs them
+TOOLS = ("podman", "buildah", "runc", "debootstrap", "slirp4netns")  # `make container-tools` installs them
 DEBIAN_PACKAGES = ("python3", "python3-dev", "python3-venv", "python3-pip")
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
-CONTAINERS_CONF = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
+CONTAINERS_CONF = ('[containers]\ndefault_ulimits = []\nnetns = "slirp4netns"\n\n'
+                   '[engine]\nruntime = "runc"\nnetwork_cmd_options = ["port_handler=slirp4netns"]\n')
 
 
 def missing_tools() -> list[str]:

@@ -143,6 +143,13 @@ def events(n: Names, run: str) -> list[dict]:
 
 # --- fixtures ------------------------------------------------------------------------------------------------------
 
+INTERFACES: dict[str, list[str]] = {}  # the host's network interfaces before the served container started
+
+
+def host_interfaces() -> list[str]:
+    return sorted(os.listdir("/sys/class/net"))
+
+
 @pytest.fixture(scope="module")
 def figures():
     found: dict = {}
@@ -195,6 +202,7 @@ def image(names, workdir, figures):
 def served(image, names, workdir, figures):
     """The documented container with a password, serving on the mapped port: (names, url)."""
     url = f"http://127.0.0.1:{names.port}/"
+    INTERFACES["before"] = host_interfaces()
     figures["cold_start_s"] = serve_after(here(doc("run"), names), url, workdir / "run.log")
     yield names, url
     containers.podman("rm", "-f", "-t", "0", names.name, check=False)
@@ -269,6 +277,13 @@ def test_the_page_answers_through_the_port_only_after_login(served):
     assert fetch(user, url + "login", {"username": "zeroboard", "password": n.password})[0] == 200
     code, config = fetch(user, url + "config")
     assert code == 200 and json.loads(config)["title"] == "ZeroBoard"
+
+
+def test_a_running_container_leaves_the_hosts_network_interfaces_as_they_were(served):
+    """The container's network is user-space (tests/containers.py): a bridge or veth pair appearing on the host makes
+    Chromium drop the requests in flight of every page it shows (net::ERR_NETWORK_CHANGED), the browser tests'
+    beside this one included."""
+    assert host_interfaces() == INTERFACES["before"]
 
 
 def test_the_demo_trains_to_finished_and_its_run_survives_a_restart(served, workdir, figures, browser):
