@@ -71,8 +71,11 @@ def test_a_preference_run_finishes_with_its_margin_rising(bank, name):
 
 
 def test_a_kto_result_prefers_the_desirable_answers(bank):
-    """KTO's promise, read back from the reloaded adapter: over every question of demo_kto, the answer tagged good
-    is preferred to the one tagged bad (log p(good) - log p(bad)) by more than the base model prefers it."""
+    """KTO's promise, read back from the reloaded adapter: over the questions of demo_kto, the answer tagged good is
+    preferred to the one tagged bad (log p(good) - log p(bad)) by more than the base model prefers it -- by many nats
+    on average and for most questions. (KTO weighs each tagged answer on its own, not pairs: one question may lose a
+    little. The demo model is built on each machine and its floats follow the CPU's vector units, so the figures per
+    question differ from machine to machine: one machine of ours had 31 of 32 gain, the last lose 4 nats, mean 51.)"""
     from transformers import AutoModelForCausalLM
 
     run = bank.get("kto_lora")
@@ -81,7 +84,8 @@ def test_a_kto_result_prefers_the_desirable_answers(bank):
     pairs = [(r["instruction"], r["chosen"], r["rejected"]) for r in demo.preference_records()]  # demo_kto's rows, paired
     gain = [margin(tuned, tok, *p) - margin(base, tok, *p) for p in pairs]
     print(f"kto_lora: margin gained over the base per pair {[round(g, 2) for g in gain]}, mean {sum(gain) / len(gain):.2f}")
-    assert sum(gain) / len(gain) > 5.0 and min(gain) > 0, gain  # 8 steps: a mean of 60 nats, the least 27 (Dec 2026)
+    assert sum(gain) / len(gain) > 5.0, gain  # 8 steps: a mean of 51 to 60 nats (Dec 2026)
+    assert sum(g > 0 for g in gain) >= 0.75 * len(gain), gain  # 31 or 32 of 32 gained
 
 
 def test_the_full_runs_reference_model_is_a_sharded_copy(bank):

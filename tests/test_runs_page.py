@@ -7,6 +7,7 @@ Gradio pages keep connections open: these tests wait for elements, never for "ne
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from zeroboard.job import folders, record, spec
 from zeroboard.runs.launch import prepare_launch
 from zeroboard.runs.manager import JobManager
 from zeroboard.runs.queue import Queue
+from zeroboard.runs.state import read_state
 from zeroboard.words import say
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -134,10 +136,14 @@ def test_two_runs_compared_then_one_resumed_and_one_started_again(browser, serve
     select_only(pg, "alpha")
     pg.locator("#zb-runs-open").click()
     pg.wait_for_selector(f"#zb-runs-detail :text('checkpoint-{stopped_at}')")
+    resumed = time.time()
     start_on_page(pg, work / "runs.json", a, button="#zb-runs-resume")
     pg.wait_for_selector("#zb-message :text('alpha')", timeout=90_000)  # the Train page says it started
     assert pg.locator("#zb-tab-train-button").get_attribute("aria-selected") == "true"
-    wait_until(lambda: status(pg) in ("finished", "failed") and step(pg) > stopped_at, RUN_S, "alpha to resume and end")
+    # its own end, not its first one (the page may still say "finished" for a tick while the resumed steps come in)
+    wait_until(lambda: (s := read_state(a)) is not None and s.status in ("finished", "failed") and (s.ended or 0) > resumed,
+               RUN_S, "alpha to resume and end")
+    wait_until(lambda: status(pg) == read_state(a).status and step(pg) > stopped_at, 30, "the page to show alpha's end")
     assert status(pg) == "finished" and step(pg) == 200, pg.locator("#zb-final").inner_text()
     events = record.read_events(a / record.EVENTS_FILE)
     last_start = max(i for i, e in enumerate(events) if e["event"] == "start")
