@@ -28,6 +28,17 @@ DEFAULT = ["-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder", "-q", 
 PLUGIN_ENV = "ZEROBOARD_TEST_TIMES"  # where the plugin writes its records (a JSON-lines file)
 
 
+def cpu_model() -> str:
+    """The processor's name and its widest vector unit: machines of one kind differ in speed, so a run's figures say
+    which processor they came from."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
+    return f"{name}, {'avx512' if ' avx512f' in info else 'avx2' if ' avx2' in info else 'no avx2'}"
+
+
 # --- the plugin (loaded into pytest with -p test_time) ---------------------------------------------------------------
 
 def pytest_runtest_logreport(report) -> None:
@@ -91,7 +102,7 @@ def main() -> int:
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))  # tests/conftest.py orders by the newest label's
     kept[args.label] = {"pytest_wall_s": round(wall, 1), "exit_code": done.returncode, "argv": argv[3:], "commit": commit,
                         "when": when,
-                        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
                                     "load_before": [round(x, 2) for x in load_before],
                                     "load_after": [round(x, 2) for x in os.getloadavg()]},
                         "note": args.note, **summarize(lines)}
