@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -51,15 +52,23 @@ def measured_file_seconds() -> dict[str, float]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed browser test's report carries what its pages logged as errors (a lost connection, a script error)."""
-    from helpers import BROWSER_ERRORS
+    """A failed browser test's report carries what its pages logged as errors (a lost connection, a script error,
+    a toast), and what the web UI servers wrote meanwhile (a handler's traceback)."""
+    from helpers import BROWSER_ERRORS, SERVER_LOGS
 
     if call.when == "setup":
         BROWSER_ERRORS.clear()
+        for log in SERVER_LOGS:
+            SERVER_LOGS[log] = log.stat().st_size if log.exists() else 0
     outcome = yield
     report = outcome.get_result()
     if report.failed and BROWSER_ERRORS:
         report.sections.append(("browser errors", "\n".join(BROWSER_ERRORS)))
+    for log, start in SERVER_LOGS.items() if report.failed else ():
+        with contextlib.suppress(OSError), log.open("rb") as f:
+            f.seek(start)
+            if text := f.read().decode(errors="replace")[-4000:].strip():
+                report.sections.append((f"server log {log.name}", text))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids

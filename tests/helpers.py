@@ -41,7 +41,8 @@ def chromium():
 
         def new_context(*args, **kwargs):  # every page's console errors kept, for a failed test's report
             context = opened(*args, **kwargs)
-            context.on("console", lambda m: m.type == "error" and _heard(f"console: {m.text}"))
+            context.add_init_script(TOASTS)
+            context.on("console", lambda m: (m.type == "error" or m.text.startswith("zb-toast:")) and _heard(f"console: {m.text}"))
             context.on("weberror", lambda e: _heard(f"page error: {e.error}"))
             return context
 
@@ -53,6 +54,13 @@ def chromium():
 
 
 BROWSER_ERRORS: list[str] = []  # what the pages of the running test logged as errors (conftest reports them)
+SERVER_LOGS: dict[Path, int] = {}  # each web UI server's log, and its size when the running test began
+
+# every toast the page shows, said on its console as it appears (a toast may be gone when a failed test looks)
+TOASTS = """new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => {
+  const t = n.nodeType === 1 && (n.matches('.toast-body') ? n : n.querySelector && n.querySelector('.toast-body'));
+  if (t) console.warn('zb-toast: ' + t.innerText.replace(/\\s+/g, ' ').slice(0, 400)); })))
+  .observe(document, {childList: true, subtree: true});"""
 
 
 def _heard(line: str) -> None:
@@ -106,6 +114,7 @@ def start_server(port: int, index: Path, log: Path, cwd: Path = REPO, env: dict 
                  args: list[str] | None = None) -> subprocess.Popen:
     """``zeroboard webui`` as a user starts it, on ``port``, with its own runs index; returns once it answers."""
     env = {"ZEROBOARD_RUNS_INDEX": str(index), "ZEROBOARD_LANG": "en", **(env or {})}
+    SERVER_LOGS[log] = log.stat().st_size if log.exists() else 0
     proc = subprocess.Popen([sys.executable, "-m", "zeroboard.cli", "webui", "--port", str(port), *(args or [])],
                             cwd=cwd, env={**os.environ, **env}, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)

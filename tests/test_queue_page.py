@@ -93,7 +93,12 @@ def test_queue_on_the_train_page_waits_for_the_run_that_holds_the_cpu_then_start
         fill_after_load(pg, "output_dir", first)
         fill(pg, "max_steps", 5000)  # (500 steps at the stand-in's 0.1 s could end, on a busy machine, before the
         start_on_page(pg, index, first)  # second Start meets it; it is aborted below)
-        wait_until(lambda: step(pg) > 0, RUN_S, "the first run's first step")
+        # Start answered (the page drops a click on Start while its last one is unanswered), and the page follows
+        # this run: until then it shows the server's latest run, an earlier test's, with its own steps
+        pg.wait_for_selector("#zb-message :text('Started')")
+        ours = f"{tmp_path.name}/{first.name}"
+        wait_until(lambda: status(pg) == "running" and ours in pg.locator("#zb-status").inner_text() and step(pg) > 0,
+                   RUN_S, "the first run's first step on the page")
 
         # the form shows the running job, locked: edit a copy (its button shows once the page follows the run)
         def editable() -> bool:  # New job, while the page shows it (a tick may follow the run again after a click)
