@@ -115,17 +115,21 @@ GRID = load("fit_grid.json")
 GRIDS = sorted({r["grid"] for r in GRID["rows"] if r.get("tokens_per_s")})
 
 
-def grid_choices(grid: str) -> tuple[list, dict]:
-    """--fit for the grid's job (as benchmarks/fit_grid.py --picks asks it), and the measured rows by setting."""
+def fit_for(grid: str, gpus: list[Gpu], liger: bool) -> list:
+    """--fit for the grid's job on ``gpus``, as benchmarks/fit_grid.py --picks asks it."""
     model, seq, ft, batch, _ = hsets.GRIDS[grid]
-    measured = [r for r in GRID["rows"] if r["grid"] == grid and r.get("tokens_per_s")]
-    liger = any((r.get("speedups") or {}).get("liger") for r in measured)
     job = harness.job_of(model, seq, batch, f"{ft}-none", Path("/tmp/zb-grid"), 10, False)
     job = dataclasses.replace(job, gradient_accumulation_steps=1, liger_kernel="on" if liger else "off",
                               master_weights="fp32")
-    choices = planner.fit(job, h200(), model=planner.shape_from_config(harness.MODELS[model][1]))
+    return planner.fit(job, gpus, model=planner.shape_from_config(harness.MODELS[model][1]))
+
+
+def grid_choices(grid: str) -> tuple[list, dict]:
+    """--fit for the grid's job on an H200, and the measured rows by setting."""
+    measured = [r for r in GRID["rows"] if r["grid"] == grid and r.get("tokens_per_s")]
+    liger = any((r.get("speedups") or {}).get("liger") for r in measured)
     by = {(r["stage"], r["offload"], r["mbs"], r["checkpointing"]): r for r in measured}
-    return choices, by
+    return fit_for(grid, h200(), liger), by
 
 
 def key(c) -> tuple:
@@ -158,11 +162,8 @@ def test_on_an_h100_the_fit_pick_is_measured_and_within_10_percent_of_the_fastes
     """The H100, a card the speed model only scales from the H200 by its data sheet: the grid whose H200 rows lack
     --fit's pick, measured there whole, in both orders.  --fit's pick for that card (its memory as measured) was
     measured, and its mean over the two orders is within 10% of the fastest setting's (5.3% on 2026-12-07)."""
-    model, seq, ft, batch, _ = hsets.GRIDS["starcoder-1b lora 4096 x4"]
     gpu = Gpu(0, H100_GRID["gpu"], 81559 << 20, 79 << 30, 0, 0, (9, 0))
-    job = harness.job_of(model, seq, batch, f"{ft}-none", Path("/tmp/zb-grid"), 10, False)
-    job = dataclasses.replace(job, gradient_accumulation_steps=1, liger_kernel="off", master_weights="fp32")
-    pick = planner.fit(job, [gpu], model=planner.shape_from_config(harness.MODELS[model][1]))[0]
+    pick = fit_for("starcoder-1b lora 4096 x4", [gpu], liger=False)[0]
     means: dict[tuple, list[float]] = {}
     for r in H100_GRID["rows"]:
         means.setdefault((r["stage"], r["offload"], r["mbs"], r["checkpointing"]), []).append(r["tokens_per_s"])
