@@ -210,6 +210,23 @@ def reads(demo, one_process, tmp_path_factory) -> dict[str, set[str]]:
         job = recording(dataclasses.replace(base, finetuning_type=ft), seen["model"])
         speed = speedups.Speedups(job, None)
         train.load_model(job, train.weights_dtype(job, None), speed)
+    # a vision-language model's job (the built-in tiny Qwen3-VL on its pictures): the image fields' readers
+    from zeroboard.training import vision
+    from zeroboard.training.demo_vision import build_vision_model, write_vision_data
+
+    vlm = tmp_path_factory.mktemp("vlm")
+    write_vision_data(vlm / "data")
+    build_vision_model(vlm / "model", vlm / "text")
+    vbase = trainer_job(spec.JobSpec(output_dir=str(out), model_name_or_path=str(vlm / "model"), dataset=["demo_images"],
+                                     dataset_dir=str(vlm / "data"), template="qwen3_vl_nothink", max_steps=1))
+    vtok = AutoTokenizer.from_pretrained(vbase.model_name_or_path)
+    job = recording(vbase, seen["data"])
+    train.use_template(job, vtok)
+    train.prepare_data(job, vtok, train.training_arguments(vbase, None, speedups.Speedups(vbase, None)),
+                       record.EventWriter(out, 0), vision.Vision.of(job, vtok))
+    for ft in ("lora", "full"):
+        job = recording(dataclasses.replace(vbase, finetuning_type=ft), seen["model"])
+        train.load_model(job, train.weights_dtype(job, None), speedups.Speedups(job, None))
     job = recording(base, seen["run"])
     train.resume_checkpoint(job)
     trackers.start(job)

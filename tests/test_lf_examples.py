@@ -2,11 +2,12 @@
 
 The YAMLs and DeepSpeed configs are LLaMA-Factory 0.9.5's, verbatim (tests/fixtures/llamafactory, see its README),
 in a folder laid out as LLaMA-Factory's checkout is (its ``data/``, its ``examples/deepspeed/``); the only change is
-the model, pointed at the demo model.  Every supervised fine-tuning example validates and previews (the ray
-example's REMOTE:llamafactory/demo_data read from a hub cache that holds it), but the two that need what a
-text-only trainer cannot have (images), which are refused naming the key and why; so do the DPO and KTO examples,
-as preference tuning; the examples of the stages ZeroBoard does not train (reward model, pre-training) are refused
-naming the stage.
+the model, pointed at the demo model (the Qwen3-VL examples: at the built-in tiny Qwen3-VL, with pictures of
+LLaMA-Factory's sizes where its ``mllm_demo`` names them).  Every supervised fine-tuning example validates and
+previews (the ray example's REMOTE:llamafactory/demo_data read from a hub cache that holds it), the Qwen3-VL ones
+with each image's tokens in the data the trainer sees, and are refused naming the dataset and the model when pointed
+at a text-only model; so do the DPO and KTO examples, as preference tuning; the examples of the stages ZeroBoard
+does not train (reward model, pre-training) are refused naming the stage.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ EXAMPLES = FIXTURE / "examples"
 
 SFT_OK = ["train_lora/qwen3_lora_sft.yaml", "train_lora/qwen3_lora_sft_ds3.yaml", "train_lora/qwen3_preprocess.yaml",
           "train_full/qwen3_full_sft.yaml", "train_lora/qwen3_lora_sft_ray.yaml"]  # (ray: REMOTE:llamafactory/demo_data)
-SFT_REFUSED = {"train_lora/qwen3vl_lora_sft.yaml": ("dataset", "multimodal"),  # mllm_demo: images
-               "train_full/qwen3vl_full_sft.yaml": ("dataset", "multimodal")}
+SFT_VISION = ["train_lora/qwen3vl_lora_sft.yaml", "train_full/qwen3vl_full_sft.yaml"]  # mllm_demo: images
+MLLM_IMAGES = {"1.jpg": (300, 168), "2.jpg": (300, 199), "3.jpg": (300, 166)}  # the sizes of LLaMA-Factory's files
 PREF_OK = {"train_lora/qwen3_lora_dpo.yaml": "dpo", "train_lora/qwen3_lora_kto.yaml": "kto"}
 OTHER_STAGES = {"train_lora/qwen3_lora_reward.yaml": "reward model", "train_lora/qwen3_lora_pretrain.yaml": "pre-training"}
 
@@ -40,6 +41,14 @@ def lf_checkout(tmp_path_factory, demo):
     shutil.copytree(FIXTURE / "data", root / "data")
     shutil.copytree(EXAMPLES, root / "examples")
     shutil.copytree(demo, root / "model")
+    from PIL import Image
+
+    from zeroboard.training.demo_vision import build_vision_model
+
+    build_vision_model(root / "vision-model", root / "vision-text")
+    (root / "data" / "mllm_demo_data").mkdir()
+    for name, size in MLLM_IMAGES.items():
+        Image.new("RGB", size, (200, 60, 40)).save(root / "data" / "mllm_demo_data" / name)
     return root
 
 
@@ -59,10 +68,10 @@ def in_checkout(lf_checkout, monkeypatch):
     return lf_checkout
 
 
-def as_given(name: str, root: Path) -> Path:
+def as_given(name: str, root: Path, model: str = "model") -> Path:
     """The example with only its model changed (to the demo model), written into the checkout."""
     data = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
-    data["model_name_or_path"] = "model"
+    data["model_name_or_path"] = model
     path = root / f"job-{Path(name).stem}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -71,12 +80,12 @@ def as_given(name: str, root: Path) -> Path:
 def test_the_copies_are_the_examples_of_llamafactory():
     """Every SFT example of LLaMA-Factory 0.9.5 is here, and each of its keys is one the table accounts for."""
     names = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("train_*/*.yaml"))
-    assert names == sorted([*SFT_OK, *SFT_REFUSED, *PREF_OK, *OTHER_STAGES])
+    assert names == sorted([*SFT_OK, *SFT_VISION, *PREF_OK, *OTHER_STAGES])
     known = modelinfo.training_argument_names()
     for name in names:
         data = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
         assert not [k for k in data if k not in lfkeys.TABLE and k not in spec.FIELDS and k not in known], name
-        if name in SFT_OK:
+        if name in SFT_OK + SFT_VISION:
             assert data["stage"] == "sft" and data["model_name_or_path"].startswith("Qwen/")
 
 
@@ -121,12 +130,32 @@ def test_each_deepspeed_config_the_examples_name_is_taken(config, in_checkout, c
     assert f"examples/deepspeed/{config}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", sorted(SFT_REFUSED))
-def test_an_sft_example_this_machine_cannot_train_is_refused_naming_why(name, in_checkout, capsys):
-    key, fragment = SFT_REFUSED[name]
+@pytest.mark.parametrize("name", SFT_VISION)
+def test_a_qwen3_vl_example_validates_previews_and_shows_each_images_tokens(name, in_checkout, capsys):
+    """On a Qwen3-VL model (the built-in tiny one): the images of mllm_demo become the model's vision tokens, as many
+    as its image processor makes merged patches of each picture (300 x 168 at image_max_pixels 262144: 45)."""
+    path = as_given(name, in_checkout, "vision-model")
+    assert cli_main(["validate", str(path)]) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "video_max_pixels:" in err and "image_max_pixels" not in err  # a video setting: said; the image one: used
+    assert cli_main(["preview", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "--template qwen3_vl_nothink" in out and "--image_max_pixels 262144" in out
+    assert ("--finetuning_type full" in out) == ("train_full" in name)
+    assert cli_main(["dataset", "--json", "-n", "2", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    first = report["samples"][0]
+    assert first["dataset"] == "mllm_demo" and [Path(p).name for p in first["images"]] == ["1.jpg", "1.jpg"]
+    text = "".join(seg["text"] for seg in first["segments"])
+    assert text.count("<|vision_start|><|image_pad|>x45<|vision_end|>") == 2 and "<image>" not in text
+    assert report["stats"]["skipped"] == 0
+
+
+@pytest.mark.parametrize("name", SFT_VISION)
+def test_a_qwen3_vl_example_on_a_text_only_model_is_refused_naming_the_dataset_and_the_model(name, in_checkout, capsys):
     assert cli_main(["validate", str(as_given(name, in_checkout))]) == 2
     err = capsys.readouterr().err
-    assert f"  {key}:" in err and fragment in err and "Traceback" not in err, err
+    assert "  dataset: dataset mllm_demo has images" in err and "text-only model" in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("name", sorted(OTHER_STAGES))

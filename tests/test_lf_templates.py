@@ -225,6 +225,7 @@ LF_TEXT = {
     "chatml": _IM.format(t=""), "qwen": _IM.format(t=""), "qwen3_nothink": _IM.format(t=""),
     "smollm": _IM.format(t=""), "smollm2": _IM.format(t=""), "yi": _IM.format(t=""),
     "qwen3": _IM.format(t="<think>\n\n</think>\n\n"),
+    "qwen3_vl_nothink": _IM.format(t=""), "qwen3_vl": _IM.format(t="<think>\n\n</think>\n\n"),  # the text of qwen3
     "llama2": "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nQ1 [/INST]A1</s><s>[INST] Q2 [/INST]A2</s>",
     "llama3": "<s><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
               "Q1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|><|start_header_id|>user"

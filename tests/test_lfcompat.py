@@ -175,8 +175,16 @@ def test_what_cannot_be_done_here_is_refused_naming_the_llamafactory_key(data, k
 
 
 def test_a_switch_left_off_and_a_no_op_say_nothing_or_one_line():
-    job, notes = read({"use_dora": False, "quantization_bit": None, "image_max_pixels": 262144, "plot_loss": False})
-    assert spec.changed(job) == {} and set(notes) == {"image_max_pixels"} and "text only" in notes["image_max_pixels"]
+    job, notes = read({"use_dora": False, "quantization_bit": None, "video_max_pixels": 16384, "plot_loss": False})
+    assert spec.changed(job) == {} and set(notes) == {"video_max_pixels"} and "video" in notes["video_max_pixels"]
+
+
+def test_the_image_keys_are_the_jobs_fields_and_media_dir_is_refused_naming_where_images_are_read():
+    job, notes = read({"image_max_pixels": 262144, "freeze_vision_tower": False, "image_do_pan_and_scan": True})
+    assert spec.changed(job) == {"image_max_pixels": 262144, "freeze_vision_tower": False}
+    assert set(notes) == {"image_do_pan_and_scan"} and "Qwen-VL" in notes["image_do_pan_and_scan"]
+    assert "dataset_dir" in problems({"media_dir": "data/media"})["media_dir"]
+    assert read({"media_dir": None})[1] == {}
 
 
 def test_template_names_are_ours_or_the_tokenizers_own_with_a_note():

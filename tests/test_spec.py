@@ -13,7 +13,7 @@ from zeroboard.job import spec
 
 def test_every_field_has_a_section_and_words_in_both_languages():
     for f in dataclasses.fields(spec.JobSpec):
-        assert f.metadata["section"] in {"model", "data", "train", "speed", "lora", "pref", "output", "devices"}, f.name
+        assert f.metadata["section"] in {"model", "data", "train", "speed", "lora", "vision", "pref", "output", "devices"}, f.name
         en_label, zh_label, en_help, zh_help = words.fields.FIELDS[f.name]
         assert en_label and zh_label and en_help and zh_help, f.name
         assert zh_help != en_help and zh_label, f.name

@@ -11,7 +11,7 @@ from .. import workspace
 from ..data.demo import write_demo_data
 from ..job import presets
 from ..job.placement import cache_dir
-from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL, LESSON_MODEL
+from ..job.spec import DEMO_DATA_DIR, DEMO_MODEL, LESSON_MODEL, VISION_DATA_DIR, VISION_MODEL
 from ..words import default_lang, text
 from .args import path
 
@@ -23,12 +23,17 @@ def cmd_demo_model(args) -> int:
 
     lang = default_lang()
     write_demo_data(args.data_dir)
-    model_dir = args.model_dir or (LESSON_MODEL if args.lesson else DEMO_MODEL)
+    model_dir = args.model_dir or (LESSON_MODEL if args.lesson else VISION_MODEL if args.vision else DEMO_MODEL)
+    if args.vision:  # its pictures, into a folder of their own (the demo's data stays as it is)
+        from ..training.demo_vision import build_vision_model as build_vision, write_vision_data
+
+        write_vision_data(VISION_DATA_DIR)
     if Path(model_dir, "config.json").is_file() and not args.force:
         print(text("cli.demo_there", lang, path=model_dir))
         return 0
     started = time.monotonic()
-    out = (build_lesson_model if args.lesson else build_demo_model)(model_dir, args.data_dir)
+    build = build_lesson_model if args.lesson else build_vision if args.vision else build_demo_model
+    out = build(model_dir, args.data_dir)
     print(text("cli.demo_built", lang, path=str(out), seconds=f"{time.monotonic() - started:.0f}"))
     return 0
 
@@ -71,6 +76,8 @@ def add_commands(sub, lang: str) -> None:
     s.add_argument("--data-dir", default=DEMO_DATA_DIR, type=path)
     s.add_argument("--force", action="store_true")
     s.add_argument("--lesson", action="store_true", help=text("cli.demo_lesson_help", lang, path=LESSON_MODEL))
+    s.add_argument("--vision", action="store_true", help=text("cli.demo_vision_help", lang, path=VISION_MODEL,
+                                                               data=VISION_DATA_DIR))
     s.set_defaults(fn=cmd_demo_model)
     s = sub.add_parser("presets", help=text("cli.presets_help", lang))
     s.add_argument("--dir", default=str(cache_dir()), type=path)

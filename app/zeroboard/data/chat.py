@@ -134,6 +134,9 @@ NAMED: dict[str, Named] = {
     "qwen": Named(Turns(**_QWEN, default_system=QWEN_SYSTEM), _IM, "<|im_end|>"),
     "qwen3_nothink": Named(Turns(**_QWEN), _IM, "<|im_end|>"),
     "qwen3": Named(Turns(**_QWEN, thought=EMPTY_THOUGHT), _IM, "<|im_end|>"),
+    # Qwen3-VL's: the text of qwen3_nothink / qwen3; the <image> tags become the model's vision tokens (data.media)
+    "qwen3_vl_nothink": Named(Turns(**_QWEN), _IM, "<|im_end|>"),
+    "qwen3_vl": Named(Turns(**_QWEN, thought=EMPTY_THOUGHT), _IM, "<|im_end|>"),
     "llama3": Named(Turns(
         user="<|start_header_id|>user<|end_header_id|>\n\n{c}<|eot_id|>",
         assistant="<|start_header_id|>assistant<|end_header_id|>\n\n{c}<|eot_id|>",

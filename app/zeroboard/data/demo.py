@@ -109,6 +109,16 @@ def sharegpt_records() -> list[dict]:
     return recs
 
 
+def vision_records(pictures: dict[str, tuple[str, str]]) -> list[dict]:
+    """``demo_images`` (zeroboard demo-model --vision): for each picture (its path -> colour and shape), what colour
+    and what shape, in LLaMA-Factory's sharegpt layout with the picture's <image> tag."""
+    return [{"messages": [{"role": "user", "content": "<image>What colour is the shape?"},
+                          {"role": "assistant", "content": f"It is {colour}."},
+                          {"role": "user", "content": "And what shape is it?"},
+                          {"role": "assistant", "content": f"It is a {shape}."}], "images": [path]}
+            for path, (colour, shape) in pictures.items()]
+
+
 def write_demo_data(data_dir: str | Path) -> Path:
     """Write the demo datasets and their dataset_info.json (idempotent)."""
     d = Path(data_dir)

@@ -34,15 +34,15 @@ from .formats import DataError
 # file suffix -> the datasets library's loader (LLaMA-Factory's FILEEXT2TYPE, less plain text)
 FILE_TYPES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".arrow": "arrow"}
 FORMATTINGS = ("alpaca", "sharegpt", "openai")
-COLUMNS = ("prompt", "query", "response", "history", "messages", "system", "tools")
+COLUMNS = ("prompt", "query", "response", "history", "messages", "system", "tools", "images")
 TAGS = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag")
 ENTRY_KEYS = ("file_name", "hf_hub_url", "ms_hub_url", "script_url", "formatting", "columns", "tags", "subset", "split",
               "folder", "num_samples", "ranking")
 # LLaMA-Factory keys for other inputs: read, then named as not used here
-NOT_FOR_SFT = ("cloud_file_name", "om_hub_url", "images", "videos", "audios")
-# ...of which these make a dataset one that a text-only fine-tune cannot train on as meant (LLaMA-Factory refuses
-# them too): media a text model would learn as the placeholder's letters
-MEDIA = ("images", "videos", "audios")
+NOT_FOR_SFT = ("cloud_file_name", "om_hub_url", "videos", "audios")
+# ...of which these make a dataset one that ZeroBoard cannot train on as meant: media it would learn as the
+# placeholder's letters (images are trained, with a vision-language model: data.media)
+MEDIA = ("videos", "audios")
 PREFERENCE = ("chosen", "rejected", "kto_tag")
 REFUSED_FOR_SFT = MEDIA
 PAIRWISE_STAGES = ("dpo", "orpo", "simpo")  # training stages that learn from a chosen and a rejected answer
@@ -66,11 +66,17 @@ class DatasetSource:
     num_samples: int | None = None
     unknown: list[str] = field(default_factory=list)  # keys of the entry this tool does not use
     ranking: bool = False  # pairs of a chosen and a rejected answer (LLaMA-Factory's ranking: true)
+    media_dir: str = ""  # where the records' relative image paths start: the dataset folder (LLaMA-Factory's media_dir)
 
     @property
     def preference(self) -> str:
         """``pairwise`` (ranking: true), ``kto`` (a kto_tag column) or ``""`` (one answer per prompt: SFT data)."""
         return "pairwise" if self.ranking else "kto" if "kto_tag" in self.columns else ""
+
+    @property
+    def images(self) -> str | None:
+        """The column of the records' image files (``columns.images``), or None: a text dataset."""
+        return self.columns.get("images")
 
     @property
     def where(self) -> str:
@@ -207,7 +213,7 @@ def _entry(name: str, entry: dict, dataset_dir: Path, info: Path, repo: str | No
         raise DataError(say("data.entry_field", info=str(info), name=name, field="num_samples"))
     common = dict(formatting=formatting, columns=columns, tags=tags, subset=entry.get("subset"),
                   split=str(entry.get("split") or "train"), folder=entry.get("folder"), num_samples=num, unknown=unknown,
-                  ranking=ranking)
+                  ranking=ranking, media_dir=str(dataset_dir))
     for key, load_from in (("hf_hub_url", "hf_hub"), ("ms_hub_url", "ms_hub")):
         if entry.get(key):
             return DatasetSource(name, load_from, hub=str(entry[key]), **common)
@@ -227,6 +233,8 @@ def stage_problem(src: DatasetSource, stage: str):
     """Why a training stage cannot learn from this dataset (a catalog Msg), or None: SFT takes one answer per prompt,
     dpo/orpo/simpo a chosen and a rejected answer (``ranking: true``), kto answers tagged good or bad (``kto_tag``)."""
     kind = src.preference
+    if src.images and stage != "sft":
+        return say("data.images_not_sft", name=src.name, stage=stage)
     if stage == "sft" and kind:
         return say("data.not_sft_pref", name=src.name, kind=kind)
     if stage in PAIRWISE_STAGES and kind != "pairwise":

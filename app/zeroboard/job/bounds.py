@@ -49,6 +49,8 @@ BOUNDS: dict[str, Bound] = {
     "dataloader_num_workers": Bound(0, 256, "check.not_negative", "bound.workers_absurd"),
     "max_cell_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
     "max_record_bytes": Bound(1024, 1 << 30, "bound.at_least", "bound.size"),
+    "image_max_pixels": Bound(1, 1 << 28, high_key="bound.image_pixels"),
+    "image_min_pixels": Bound(1, 1 << 28, high_key="bound.image_pixels"),
     "seed": Bound(0, 2**32 - 1, "check.seed_range", "check.seed_range"),
     "num_nodes": Bound(1, 1024, "check.nodes_positive", "bound.nodes"),
     "num_processes": Bound(0, 4096, "check.not_negative", "bound.processes"),  # on CPU: at least 1, at most the cores

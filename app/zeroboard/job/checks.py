@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import workspace
-from ..data import hubdir, info as datainfo, records as datarecords, scan
+from ..data import hubdir, info as datainfo, media, records as datarecords, scan
 from ..data.formats import DataError
 from ..words import Msg, say, tr
 from . import bounds, devices, dscheck, folders, hub, liger, modelinfo, prefchecks, samples, slurm, trackers
@@ -157,7 +157,10 @@ def _check_data(spec: JobSpec, model_dir: Path | None, r: Report) -> int | None:
             except DataError as e:
                 r.errors[name_field] = e.args[0]
                 return None
-            if (unfit := datainfo.stage_problem(src, spec.training_stage)) is not None:  # pairs, tags, or one answer
+            unfit = datainfo.stage_problem(src, spec.training_stage)  # pairs, tags, or one answer
+            if unfit is None and src.images:  # images: a vision-language model sees them
+                unfit = media.images_problem(name, spec.model_name_or_path, modelinfo.model_type(model_dir), spec.packing)
+            if unfit is not None:
                 r.errors[name_field] = unfit
                 return None
             if src.unknown:

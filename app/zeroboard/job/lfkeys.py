@@ -350,9 +350,10 @@ TABLE: dict[str, Rule] = {
     "use_fast_tokenizer": refused("lf.unsupported", _false),
     "ignore_pad_token_for_loss": refused("lf.unsupported", _false),
     "model_revision": refused("lf.unsupported", _not("main")),
-    **_each("media_dir image_max_pixels image_min_pixels image_do_pan_and_scan crop_to_patches video_max_pixels "
-            "video_min_pixels video_fps video_maxlen use_audio_in_video audio_sampling_rate freeze_vision_tower "
-            "freeze_multi_modal_projector freeze_language_model", noop("lf.noop_media")),
+    **_each("video_max_pixels video_min_pixels video_fps video_maxlen use_audio_in_video audio_sampling_rate",
+            noop("lf.noop_media")),
+    **_each("image_do_pan_and_scan crop_to_patches", noop("lf.noop_image_option")),
+    "media_dir": refused("lf.media_dir", lambda v: v not in (None, "")),
     **_each("infer_backend offload_folder use_kv_cache use_v1_kernels infer_dtype vllm_maxlen vllm_gpu_util "
             "vllm_enforce_eager vllm_max_lora_rank vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size "
             "sglang_config sglang_lora_backend do_sample temperature top_p top_k num_beams max_length max_new_tokens "

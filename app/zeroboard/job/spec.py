@@ -42,7 +42,8 @@ Launcher = Literal["torchrun", "deepspeed", "slurm"]
 DeviceType = Literal["auto", "cuda", "cpu"]
 # auto/chat: the tokenizer's own; plain: ZeroBoard's; the rest: LLaMA-Factory's templates of those names (data.chat)
 Template = Literal["auto", "chat", "plain", "default", "empty", "alpaca", "vicuna", "chatml", "qwen", "qwen3",
-                   "qwen3_nothink", "llama2", "llama3", "mistral", "ministral", "gemma", "gemma3", "phi", "phi4",
+                   "qwen3_nothink", "qwen3_vl", "qwen3_vl_nothink",
+                   "llama2", "llama3", "mistral", "ministral", "gemma", "gemma3", "phi", "phi4",
                    "granite3", "smollm", "smollm2", "starchat", "yi", "zephyr", "deepseek"]
 MixStrategy = Literal["concat", "interleave_under", "interleave_over", "interleave_once"]
 OnOff = Literal["auto", "on", "off"]
@@ -59,6 +60,7 @@ MAX_ITEMS = 1024  # entries of a list field (datasets, GPU ids, LoRA targets)
 DEMO_MODEL = "cache/demo/model"
 LESSON_MODEL = "cache/demo/lesson"  # the ZeRO lesson's larger model (examples/lesson_zero.yaml), built as the demo's is
 DEMO_DATA_DIR = "cache/demo/data"
+VISION_MODEL, VISION_DATA_DIR = "cache/demo/vision", "cache/demo/vision_data"  # zeroboard demo-model --vision
 DEMO_JOB = "examples/demo.yaml"
 
 
@@ -122,6 +124,12 @@ class JobSpec:
     lora_alpha: int = _f(16, "lora", to=own("model"))
     lora_dropout: float = _f(0.0, "lora", to=own("model"))
     lora_target: list[str] = _f(["all"], "lora", to=own("model"))
+    # --- images (a dataset with columns.images, a vision-language model: data.media, training.vision) ----------
+    image_max_pixels: int = _f(768 * 768, "vision", to=own("data"))
+    image_min_pixels: int = _f(32 * 32, "vision", to=own("data"))
+    freeze_vision_tower: bool = _f(True, "vision", to=own("model"))
+    freeze_multi_modal_projector: bool = _f(True, "vision", to=own("model"))
+    freeze_language_model: bool = _f(False, "vision", to=own("model"))
     # --- preference tuning (training_stage dpo, orpo, simpo, kto) ---------------
     pref_beta: float = _f(0.1, "pref", to=own("run"))
     pref_loss: PrefLoss = _f("sigmoid", "pref", to=own("run"))

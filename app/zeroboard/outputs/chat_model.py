@@ -47,10 +47,11 @@ class ChatModel:
     # --- loading -----------------------------------------------------------------------------------
     def _from_pretrained(self, path: str):
         import torch
-        from transformers import AutoModelForCausalLM
+
+        from ..training import vision
 
         place = {} if self.device == "cpu" else {"device_map": "auto" if torch.cuda.device_count() > 1 else {"": 0}}
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(self.dtype), **place)
+        return vision.auto_model(path).from_pretrained(path, dtype=torch_dtype(self.dtype), **place)
 
     def load(self) -> None:
         from transformers import AutoTokenizer

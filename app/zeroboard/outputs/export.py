@@ -25,7 +25,9 @@ from .inspect import OutputError, job_model, weights, zero_checkpoint_dir, zero_
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json", "vocab.txt")
-CONFIG_FILES = ("config.json", "generation_config.json")
+# a vision-language model's image processor (training.vision.PROCESSOR_FILES) travels with its config
+CONFIG_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json",
+                "video_preprocessor_config.json")
 MAX_SHARD = "5GB"
 
 
@@ -135,13 +137,15 @@ def _write_fp32_model(ckpt: Path, config_dir: Path, dest: Path) -> int:
     import torch
     from accelerate import init_empty_weights
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+
+    from ..training import vision
 
     with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed prints progress; stdout may carry --json
         state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt))
     config = AutoConfig.from_pretrained(config_dir)
     with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = vision.auto_model(config_dir).from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
     missing = [k for k in missing if k not in tied and not (config.tie_word_embeddings and k == "lm_head.weight")]
@@ -155,8 +159,10 @@ def _write_fp32_model(ckpt: Path, config_dir: Path, dest: Path) -> int:
 
 def _write_result(tmp: Path, out: Path, base: str | None, step: int | None, made_by: str) -> None:
     """The new dir's own result record, so `zeroboard check` reloads it next to its base like a run."""
+    from ..training import vision
+
     rec = {"kind": "full_model", "path": str(out), "base_model": base, "weights": weights(tmp), "global_step": step,
-           "made_by": made_by, "loads_with": "transformers.AutoModelForCausalLM.from_pretrained(path)"}
+           "made_by": made_by, "loads_with": f"transformers.{vision.auto_model(tmp).__name__}.from_pretrained(path)"}
     files.write_text_atomic(tmp / record.RESULT_FILE, json.dumps(rec, indent=2) + "\n")
 
 
@@ -198,6 +204,7 @@ def merge(path: str | Path, out_dir: str | Path, base_model: str | None = None) 
     try:
         merged.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        _copy_files([path, Path(base)], CONFIG_FILES[2:], tmp)  # a vision-language model's image processor
         _write_result(tmp, out, base, result.get("global_step"), "zeroboard merge " + shell(str(path)))
         _finish(tmp, out)
     except BaseException:

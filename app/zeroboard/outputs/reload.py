@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..data.demo import DEMO_PROMPTS, IDENTITY_ANSWER_EN, IDENTITY_ANSWER_ZH, IDENTITY_QUESTIONS_EN, IDENTITY_QUESTIONS_ZH
 from ..job import record
-from ..training import templates
+from ..training import templates, vision
 from ..words import say, text
 from .inspect import Inspection, Item, OutputError, inspect
 
@@ -25,7 +25,7 @@ def read_result(run_dir: str | Path) -> dict:
 
 def load(path: str | Path, base_model: str | None = None):
     """(model, tokenizer) from a full model dir, or a LoRA adapter dir on top of its base."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     path = Path(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -33,12 +33,12 @@ def load(path: str | Path, base_model: str | None = None):
         from peft import PeftModel
 
         base = base_model or json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
-        base_model_ = AutoModelForCausalLM.from_pretrained(base)
+        base_model_ = vision.auto_model(base).from_pretrained(base)
         if len(tokenizer) > base_model_.get_input_embeddings().weight.shape[0]:  # a template added tokens in training
             base_model_.resize_token_embeddings(len(tokenizer))
         model = PeftModel.from_pretrained(base_model_, path)
     else:
-        model = AutoModelForCausalLM.from_pretrained(path)
+        model = vision.auto_model(path).from_pretrained(path)
     model.eval()
     return model, tokenizer
 

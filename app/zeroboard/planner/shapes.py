@@ -159,6 +159,7 @@ def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
     if wrong is not None:
         raise PlanError(say("check.config_size", path=where, key=wrong[0], got=repr(wrong[1])[:40],
                             limit=f"{modelinfo.MAX_SIZE:,}"))
+    given = cfg  # the tracer reads it as given (planner.traces.stub takes the text part)
     if isinstance(cfg.get("text_config"), dict) and "model_type" not in (cfg["text_config"] or {}):
         cfg = {**cfg["text_config"], "model_type": cfg.get("model_type")}
     elif isinstance(cfg.get("text_config"), dict):
@@ -167,7 +168,7 @@ def shape_from_config(cfg: dict, where: str = "config.json") -> ModelShape:
     if mt not in GATED and mt not in PLAIN:
         arch = ", ".join(cfg.get("architectures") or []) or "-"
         if mt:  # its own code says what it keeps: traced (planner.traces)
-            raise Untraced(say("plan.not_derived", model_type=repr(mt), arch=arch), cfg)
+            raise Untraced(say("plan.not_derived", model_type=repr(mt), arch=arch), given)
         raise PlanError(say("plan.unknown_arch", model_type=repr(mt or "(missing)"), arch=arch, known=", ".join(FAMILIES)))
     h = int(_get(cfg, "hidden_size", "n_embd", "d_model", default=0))
     layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers", default=0))

@@ -81,11 +81,16 @@ def n_layers(config) -> int:
 
 
 def build(config, dtype, attn: str | None):
-    from transformers import AutoModelForCausalLM
+    """The model as the trainer loads it: a causal LM, or a vision-language model's whole (Qwen-VL: its vision tower
+    counted in the census, its text traced; training.vision)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     kw = {"attn_implementation": attn} if attn else {}
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config, dtype=dtype, **kw)
+        try:
+            return AutoModelForCausalLM.from_config(config, dtype=dtype, **kw)
+        except ValueError:  # no causal-LM class for this config: an image-text model
+            return AutoModelForImageTextToText.from_config(config, dtype=dtype, **kw)
 
 
 def layer_list(model, n: int):

@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .. import files
+from ..data import media
 from ..job import placement
 from ..job.checks import EAGER_ONLY_MODEL_TYPES
 from ..job.placement import offloads_parameters
@@ -82,6 +83,7 @@ def read(path: Path) -> dict:
 
 def stub(cfg: dict) -> ModelShape:
     """What config.json alone says of an untraced model (enough to settle the job's setting); ``traced`` empty."""
+    whole = cfg  # a vision-language model is traced whole (its text config has no causal-LM class of its own)
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
     mt = str(cfg.get("model_type") or "")
@@ -98,7 +100,8 @@ def stub(cfg: dict) -> ModelShape:
                      default=4 * h) or 4 * h)
     return ModelShape(mt, h, layers, heads, kv, hd, inter, vocab, bool(cfg.get("tie_word_embeddings", True)), False,
                       False, (Linear("proj", "in_attn", h, h, False),), eager_default=mt in EAGER_ONLY_MODEL_TYPES,
-                      final_softcap=bool(cfg.get("final_logit_softcapping")), config=cfg, traced={})
+                      final_softcap=bool(cfg.get("final_logit_softcapping")),
+                      config=whole if whole.get("model_type") in media.VISION_TYPES else cfg, traced={})
 
 
 def traced_shape(base: ModelShape, data: dict) -> ModelShape:

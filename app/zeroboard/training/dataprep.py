@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import files, words
-from ..data import convert, info as datainfo, records as datarecords, tokens
+from ..data import convert, info as datainfo, media, records as datarecords, tokens
 from ..data.formats import DataError
 from ..data.info import DatasetSource
 from ..job import mapping, spec as specmod
@@ -64,7 +64,7 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()
 
 
-def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> str:
+def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, vision=None) -> str:
     what = {"version": VERSION, "sources": [s.describe() for s in sources], "max_samples": job.max_samples,
             "seed": job.seed, "mix": [job.mix_strategy, job.interleave_probs] if len(sources) > 1 else None,
             "cutoff_len": job.cutoff_len, "truncation": job.truncation, "template": tokenizer.chat_template,
@@ -72,6 +72,8 @@ def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec) -> 
             "special": templates.special_tokens(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
     if job.training_stage != "sft":  # a preference stage's rows (training.prefdata): SFT's keys stay as they were
         what["stage"] = job.training_stage
+    if vision is not None:  # a vision-language model's: the image tokens and the files (text-only keys as they were)
+        what["vision"] = vision.describe()
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
@@ -99,10 +101,11 @@ class TokenizeBatch:
     cutoff: int
     truncation: tokens.Rule = "proportional"
     sizes: datarecords.Sizes = datarecords.DEFAULT  # the job's max_cell_bytes and max_record_bytes
+    vision: Any = None  # training.vision.Vision: a vision-language model's images (the rows name their files)
 
     def __call__(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         keys = list(batch)
-        layouts, where, problems = [], [], {}
+        layouts, where, problems, images = [], [], {}, {}
         for j, i in enumerate(indices):
             record = {k: batch[k][j] for k in keys}
             try:
@@ -110,18 +113,27 @@ class TokenizeBatch:
                 if too_big is not None:
                     raise DataError(too_big)
                 c = convert.chat_of(record, self.src, self.formatting)
-                layouts.append(self.renderer.layout(c.messages, c.tools))
+                messages = c.messages
+                if self.vision is not None and self.src.images:  # each <image> tag: the model's image tokens
+                    files = media.image_files(record, self.src.images, self.src.media_dir)
+                    messages, pads = self.vision.expand(messages, files)
+                    images[i] = (files, pads)
+                layouts.append(self.renderer.layout(messages, c.tools))
             except Exception as e:  # a record that cannot be used: skipped, counted, its reason kept
                 msg = e.args[0] if isinstance(e, DataError) else say("data.template_failed", why=f"{type(e).__name__}: {e}")
                 problems[i] = json.dumps(words.to_json(msg), ensure_ascii=False)
                 continue
             where.append(i)
         out: dict[str, list] = {k: [] for k in ("input_ids", "labels", "length", "full_length", "prompt_length", "learned",
-                                                "source", "record", "problem")}
+                                                "source", "record", "problem", "images")}
         encoded = dict(zip(where, templates.encode_layouts(self.tokenizer, layouts)))
         for i in indices:
             ids, ranges = encoded.get(i, ([], []))
             input_ids, labels = tokens.cut(ids, ranges, self.cutoff, self.truncation)
+            files, pads = images.get(i, ([], 0))
+            if pads and input_ids.count(self.vision.ids[1]) != pads:  # the cut went into an image's tokens
+                problems[i] = json.dumps(words.to_json(say("data.image_cut", cutoff=self.cutoff)), ensure_ascii=False)
+            out["images"].append(files)
             out["input_ids"].append(input_ids)
             out["labels"].append(labels)
             out["length"].append(len(input_ids))
@@ -131,17 +143,20 @@ class TokenizeBatch:
             out["source"].append(self.source)
             out["record"].append(i)
             out["problem"].append(problems.get(i, ""))
+        if self.vision is None:
+            del out["images"]
         return out
 
 
-def _features():
+def _features(vision: bool = False):
     import datasets
 
     seq = getattr(datasets, "List", datasets.Sequence)
+    extra = {"images": seq(datasets.Value("string"))} if vision else {}
     ints = {k: datasets.Value("int32") for k in ("length", "full_length", "prompt_length", "learned")}
     return datasets.Features({"input_ids": seq(datasets.Value("int32")), "labels": seq(datasets.Value("int32")), **ints,
                               "source": datasets.Value("int32"), "record": datasets.Value("int64"),
-                              "problem": datasets.Value("string")})
+                              "problem": datasets.Value("string"), **extra})
 
 
 # --- building a cache entry ---------------------------------------------------------------------------
@@ -156,7 +171,7 @@ def _formatting(src: DatasetSource, raw) -> str | None:
         raise DataError(say("data.record_error", path=src.where, i=0, why=e.args[0])) from None
 
 
-def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Path) -> dict:
+def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Path, vision=None) -> dict:
     """Read, template and tokenize every source into the cache entry ``out``; returns its info."""
     t0 = time.time()
     staging = out.with_name(f"{out.name}.building-{os.getpid()}")
@@ -174,9 +189,10 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
         log.info("dataset %s: %d records from %s, tokenizing with %d process(es)", src.name, len(raw), src.where, procs)
         common = (src, n, _formatting(src, raw), tokenizer, renderer, job.cutoff_len, job.truncation,
                   datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
-        fn = prefdata.PreferenceBatch(*common, kind=kind) if kind else TokenizeBatch(*common)
+        fn = prefdata.PreferenceBatch(*common, kind=kind) if kind else TokenizeBatch(*common, vision=vision)
+        features = prefdata.features(kind) if kind else _features(vision is not None)
         parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
-                             features=prefdata.features(kind) if kind else _features(), num_proc=procs if procs > 1 else None,
+                             features=features, num_proc=procs if procs > 1 else None,
                              cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
         phases["tokenize"] += time.time() - t
         read += len(raw)
@@ -264,7 +280,7 @@ class Tokenized:
 
 
 def tokenized(names: list[str], job: specmod.JobSpec, tokenizer, main_first=contextlib.nullcontext,
-              is_main: bool = True) -> Tokenized:
+              is_main: bool = True, vision=None) -> Tokenized:
     """The tokenized datasets ``names``: built by the main process if missing, read from the cache by all."""
     import datasets
 
@@ -273,12 +289,14 @@ def tokenized(names: list[str], job: specmod.JobSpec, tokenizer, main_first=cont
     for src in sources:  # pairs for dpo/orpo/simpo, tagged answers for kto, one answer for sft (checked before launch)
         if (unfit := datainfo.stage_problem(src, job.training_stage)) is not None:
             raise DataError(unfit)
-    path = cache_root() / cache_key(sources, tokenizer, job)
+        if src.images and vision is None:  # checked before launch too: a text-only model cannot see them
+            raise DataError(media.images_problem(src.name, job.model_name_or_path, "text-only", False))
+    path = cache_root() / cache_key(sources, tokenizer, job, vision)
     built = False
     with main_first():
         if is_main and (job.overwrite_cache or not is_built(path)):
             path.parent.mkdir(parents=True, exist_ok=True)
-            build(sources, tokenizer, job, path)
+            build(sources, tokenizer, job, path, vision)
             built = True
         elif not is_built(path):  # the main process failed to build it: its error says why
             raise RuntimeError(say("train.data_not_built", path=str(path)))
@@ -307,13 +325,14 @@ class Prepared:
     paths: list[Path] = field(default_factory=list)
 
 
-def prepare(job: specmod.JobSpec, tokenizer, main_first=contextlib.nullcontext, is_main: bool = True) -> Prepared:
+def prepare(job: specmod.JobSpec, tokenizer, main_first=contextlib.nullcontext, is_main: bool = True,
+            vision=None) -> Prepared:
     """The training set and the evaluation set (``eval_dataset``, or ``val_size`` of the training data)."""
     t0 = time.time()
-    train = tokenized(job.dataset, job, tokenizer, main_first, is_main)
+    train = tokenized(job.dataset, job, tokenizer, main_first, is_main, vision)
     out = Prepared(train.dataset, None, train.info, train.dataset, built=train.built, paths=[train.path])
     if job.eval_dataset:
-        ev = tokenized(job.eval_dataset, job, tokenizer, main_first, is_main)
+        ev = tokenized(job.eval_dataset, job, tokenizer, main_first, is_main, vision)
         out.eval, out.eval_info, out.built = ev.dataset, ev.info, out.built or ev.built
         out.paths.append(ev.path)
     elif job.val_size > 0:

@@ -10,10 +10,11 @@ runs it as a subprocess.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..job import spec as specmod
-from . import dataprep, prefdata, templates
+from . import dataprep, prefdata, templates, vision
 
 
 def tokenizer_for(job: specmod.JobSpec):
@@ -45,7 +46,8 @@ def segments(tokenizer, ids: list[int], labels: list[int]) -> list[dict]:
 
 def report(job: specmod.JobSpec, n: int = 5) -> dict:
     tokenizer, applied = tokenizer_for(job)
-    data = dataprep.prepare(job, tokenizer)
+    seen = vision.Vision.of(job, tokenizer)  # a vision-language model: its image tokens, as the run writes them
+    data = dataprep.prepare(job, tokenizer, vision=seen)
     info = data.info
     names = [s["name"] for s in info["sources"]]
     samples = []
@@ -56,6 +58,11 @@ def report(job: specmod.JobSpec, n: int = 5) -> dict:
                   "full_tokens": row["full_length"], "learned": row["learned"],
                   "truncated": row["full_length"] > job.cutoff_len,
                   "segments": segments(tokenizer, seq["input_ids"], seq["labels"])}
+        if seen is not None and row.get("images"):  # the files, and each image's run of pad tokens shown short
+            sample["images"] = row["images"]
+            for seg in sample["segments"]:
+                seg["text"] = re.sub(f"(?:{re.escape(seen.pad)})+", lambda m: f"{seen.pad}x{len(m[0]) // len(seen.pad)}",
+                                     seg["text"])
         if kind == "pairwise":
             sample["rejected_segments"] = segments(tokenizer, seq["other_ids"], seq["other_labels"])
         elif kind == "kto":

@@ -25,7 +25,7 @@ from ..job import checks, dstune, folders, placement, record, spec as specmod, t
 from ..job.mapping import Resolved
 from ..job.record import EventWriter
 from ..words import say
-from . import dataprep, ops, profiling, templates, trackers, trials
+from . import dataprep, ops, profiling, templates, trackers, trials, vision
 from .callbacks import LOCAL_RANK, RANK, EvalRows, TokenCounter, make_callback, return_freed_memory
 from .packing import PackedRows
 from .speedups import Speedups
@@ -81,11 +81,11 @@ def training_arguments(job: specmod.JobSpec, ds_config: dict | None, speed: Spee
     return TrainingArguments(**trainer_kwargs(job, ds_config, speed))
 
 
-def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
+def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter, seen: vision.Vision | None = None):
     """The tokenized training and evaluation sets: made once by each node's main process, read from the cache by the
     other ranks (the Trainer's main_process_first), packed here if asked (the bins only: the rows stay on disk)."""
     data = dataprep.prepare(job, tokenizer, lambda: args.main_process_first(local=True, desc="dataset"),
-                            is_main=args.local_process_index == 0)
+                            is_main=args.local_process_index == 0, vision=seen)
     info = data.info
     first = {"first_skipped": {k: info["problems"][0][k] for k in ("source", "record", "message")}} \
         if info["problems"] else {}  # the first record skipped (as LLaMA-Factory skips it) and why
@@ -105,7 +105,7 @@ def prepare_data(job: specmod.JobSpec, tokenizer, args, events: EventWriter):
     def rows(ds):
         if ds is None:
             return None
-        return PackedRows(ds, job.cutoff_len) if job.packing else ds.select_columns(["input_ids", "labels"])
+        return PackedRows(ds, job.cutoff_len) if job.packing else ds.select_columns(["input_ids", "labels", *(["images"] if seen else [])])
 
     train, evals = rows(data.train), rows(data.eval)
     evals = EvalRows(evals) if evals is not None else None
@@ -160,8 +160,7 @@ def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | 
     """The model and its LoRA config (None for full fine-tuning); ``vocab``: the tokenizer's size after a template
     added tokens (the embeddings grow to it). SFT wraps the adapters here; a preference stage's trainer (TRL) does,
     so that its reference is the base with the adapters off. ``reference``: a full fine-tune's frozen copy."""
-    from transformers import AutoModelForCausalLM
-
+    sees = vision.is_vision(job.model_name_or_path)  # a vision-language model: its own class, its parts frozen
     extra = {"attn_implementation": speed.attn} if speed.attn else {}
     if job.quantization_bit:
         from transformers.integrations import is_deepspeed_zero3_enabled
@@ -169,17 +168,19 @@ def load_model(job: specmod.JobSpec, torch_dtype, speed: Speedups, vocab: int | 
         extra["quantization_config"] = quantization(job, torch_dtype)
         if not is_deepspeed_zero3_enabled():  # each rank's quantized copy on its own GPU (ZeRO-3 places its shards)
             extra["device_map"] = {"": LOCAL_RANK}
-    model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
+    model = vision.auto_model(job.model_name_or_path).from_pretrained(job.model_name_or_path, dtype=torch_dtype, **extra)
     grown = vocab is not None and vocab > model.get_input_embeddings().weight.shape[0]
     if grown:
         model.resize_token_embeddings(vocab)
     if reference:
         return model.eval().requires_grad_(False), None
     if job.finetuning_type != "lora":
+        if sees:
+            vision.freeze(model, job)
         return model, None
     from peft import LoraConfig, get_peft_model
 
-    target = "all-linear" if job.lora_target == ["all"] else job.lora_target
+    target = vision.lora_target(model, job) if sees else "all-linear" if job.lora_target == ["all"] else job.lora_target
     # new tokens' embeddings start untrained: with LoRA they would stay so unless the layers are trained whole
     save = [n for n, m in model.named_modules() if m in (model.get_input_embeddings(), model.get_output_embeddings())]
     cfg = LoraConfig(task_type="CAUSAL_LM", r=job.lora_rank, lora_alpha=job.lora_alpha,
@@ -213,6 +214,7 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
     if RANK != 0:
         return {}
     tokenizer.save_pretrained(job.output_dir)
+    vision.save_processor(job.model_name_or_path, job.output_dir)
     names = sorted(p.name for p in out.iterdir() if p.is_file())
     weights = [f for f in names if f.startswith(("model", "adapter_model", "pytorch_model"))
                and f.endswith((".safetensors", ".bin"))]
@@ -221,7 +223,8 @@ def save_result(trainer, job: specmod.JobSpec, ds_config: dict | None, tokenizer
     if job.finetuning_type == "lora":
         kind, loads_with = "lora_adapter", "peft.PeftModel.from_pretrained(base, path)"
     elif weights:
-        kind, loads_with = "full_model", "transformers.AutoModelForCausalLM.from_pretrained(path)"
+        auto = vision.auto_model(job.model_name_or_path).__name__
+        kind, loads_with = "full_model", f"transformers.{auto}.from_pretrained(path)"
     elif zero:  # ZeRO-3 without stage3_gather_16bit_weights_on_model_save: nothing is lost, consolidate later
         kind, loads_with = "zero_checkpoint", f"zeroboard consolidate {out} {out}-consolidated"
     else:
@@ -342,7 +345,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
     applied = use_template(job, tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    rows, eval_rows, data = prepare_data(job, tokenizer, args, events)
+    seen = vision.Vision.of(job, tokenizer)  # a vision-language model's images (None: text only)
+    rows, eval_rows, data = prepare_data(job, tokenizer, args, events, seen)
 
     # --- model -----------------------------------------------------------------------
     dtype, vocab = weights_dtype(job, ds_config), len(tokenizer) if len(tokenizer) > vocab_before else None
@@ -373,7 +377,8 @@ def run(job: specmod.JobSpec, events: EventWriter, launched_at: float) -> dict:
 
     # --- train -----------------------------------------------------------------------
     sft = job.training_stage == "sft"
-    counter = TokenCounter(tokenizer.pad_token_id) if sft else preference.collator(job.training_stage, tokenizer.pad_token_id)
+    counter = (vision.Collator(tokenizer.pad_token_id, seen) if seen else TokenCounter(tokenizer.pad_token_id)) if sft \
+        else preference.collator(job.training_stage, tokenizer.pad_token_id)
     callbacks = [make_callback(events, counter, launched_at, speed.to_dict()), profiling.callback(job.output_dir)]
     callbacks = [c for c in callbacks if c is not None]
     if sft:

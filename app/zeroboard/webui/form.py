@@ -24,7 +24,7 @@ from . import handlers
 
 PER_ROW = 5
 BOTTOM = ("output", "devices")  # below the buttons, in this order
-COLLAPSED = ("speed", "lora", "pref")  # accordions, closed at first
+COLLAPSED = ("speed", "lora", "vision", "pref")  # accordions, closed at first
 WIDE = {"model_name_or_path": 3, "dataset_dir": 2, "dataset": 2, "output_dir": 3, "deepspeed": 3, "lora_target": 2}
 DEVICE_MAIN = ("gpu_ids", "num_processes", "deepspeed_stage", "offload")  # the row next to Device count
 

@@ -76,6 +76,11 @@ WORDS: dict[str, tuple[str, str]] = {
         "build the ZeRO lesson's larger model instead (into {path}; examples/lesson_zero.yaml trains it)",
         "改为构建 ZeRO 对比课用的较大模型(位于 {path};examples/lesson_zero.yaml 训练它)",
     ),
+    "cli.demo_vision_help": (
+        "build a tiny vision-language model (Qwen3-VL) instead, into {path}, and its pictures into {data} "
+        "(examples/vision.yaml trains it)",
+        "改为构建一个很小的视觉语言模型(Qwen3-VL),位于 {path},其图片数据位于 {data}(examples/vision.yaml 训练它)",
+    ),
     "cli.presets_help": ("write the DeepSpeed presets (kept if you edited them)", "写入 DeepSpeed 预设(你修改过的会保留)"),
     "cli.webui_help": ("serve the web dashboard", "启动网页界面"),
     "cli.screenshots_help": (

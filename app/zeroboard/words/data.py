@@ -148,11 +148,46 @@ WORDS: dict[str, tuple[str, str]] = {
         "必须是 0(不留)、小于 1 的比例或整数条样本;实际为 {got}",
     ),
     "data.not_sft": (
-        "dataset {name} in {info} maps {keys}: that is data for multimodal training, which a text-only supervised "
-        "fine-tune cannot learn as meant (the media would be trained as placeholder text); remove those keys or pick "
-        "a text dataset",
-        "{info} 中的数据集 {name} 映射了 {keys}:这是多模态训练的数据,纯文本的监督微调无法按原意学习(媒体会被当作占位文本训练);"
-        "请去掉这些键,或换一个纯文本数据集",
+        "dataset {name} in {info} maps {keys}: ZeroBoard trains text and images (images with a Qwen2-VL, Qwen2.5-VL or "
+        "Qwen3-VL model), not video or audio, which would be trained as placeholder text; remove those keys or pick "
+        "another dataset",
+        "{info} 中的数据集 {name} 映射了 {keys}:ZeroBoard 训练文本和图像(图像需 Qwen2-VL、Qwen2.5-VL 或 Qwen3-VL 模型),"
+        "不训练视频和音频(它们会被当作占位文本训练);请去掉这些键,或换一个数据集",
+    ),
+    "data.images_need_vlm": (
+        "dataset {name} has images (columns.images), which {model} cannot see: it is a text-only model (model_type "
+        "{kind}); pick a vision-language model (model_type {known}) or a dataset without images",
+        "数据集 {name} 含有图像(columns.images),而 {model} 看不到图像:它是纯文本模型(model_type {kind});"
+        "请选择视觉语言模型(model_type {known}),或换一个不含图像的数据集",
+    ),
+    "data.images_not_sft": (
+        "dataset {name} has images: the {stage} stage trains on text only here; train images with training_stage sft, "
+        "or pick a dataset without images",
+        "数据集 {name} 含有图像:这里的 {stage} 阶段只训练文本;图像请用 training_stage sft 训练,或换一个不含图像的数据集",
+    ),
+    "data.images_packing": (
+        "dataset {name} has images, which packing cannot join into shared rows here; set packing to false",
+        "数据集 {name} 含有图像,这里打包(packing)无法把它们拼进共享的行;请把 packing 设为 false",
+    ),
+    "data.images_not_paths": (
+        "column {column} must hold an image's path or a list of paths (relative to dataset_dir, or absolute)",
+        "列 {column} 必须是一个图像路径或路径列表(相对 dataset_dir,或绝对路径)",
+    ),
+    "data.image_tags_mismatch": (
+        "has {tags} <image> tag(s) in its messages and {images} image(s): each image needs its <image> tag where it "
+        "belongs in the text (LLaMA-Factory stops there; skipped here)",
+        "消息中有 {tags} 个 <image> 标记,却有 {images} 张图像:每张图像都需要在文本中相应位置有一个 <image> 标记"
+        "(LLaMA-Factory 在此停止;这里跳过该记录)",
+    ),
+    "data.image_cut": (
+        "cutoff_len {cutoff} cuts into an image's tokens, which the model must see whole; skipped (raise cutoff_len, "
+        "or lower image_max_pixels so that images take fewer tokens)",
+        "cutoff_len {cutoff} 截断了图像的 token,而模型必须看到完整的图像;已跳过(请增大 cutoff_len,或减小 "
+        "image_max_pixels 让图像占用更少的 token)",
+    ),
+    "data.image_unreadable": (
+        "image {path} cannot be read: {why}; fix the path in the record (relative to dataset_dir) or the file",
+        "无法读取图像 {path}:{why};请修正记录中的路径(相对 dataset_dir)或该文件",
     ),
     "data.record_media": (
         "has {keys}: a multimodal record, which a text-only supervised fine-tune cannot learn as meant; remove the media "

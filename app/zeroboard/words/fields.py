@@ -238,6 +238,37 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
         "Module names to adapt, or 'all' for every linear layer but the output head.",
         "要适配的模块名,或 all 表示除输出层外的所有线性层。",
     ),
+    "image_max_pixels": (
+        "Image max pixels",
+        "图像最大像素数",
+        "An image larger than this (width times height) is scaled down to it, keeping its shape, before the model's own "
+        "processor cuts it into patches (LLaMA-Factory's rule; 768 x 768 by default).",
+        "宽乘高超过此值的图像先按比例缩小到此值,再由模型自己的处理器切成图块(与 LLaMA-Factory 相同;默认 768 x 768)。",
+    ),
+    "image_min_pixels": (
+        "Image min pixels",
+        "图像最小像素数",
+        "An image smaller than this is scaled up to it, keeping its shape (32 x 32 by default).",
+        "小于此值的图像按比例放大到此值(默认 32 x 32)。",
+    ),
+    "freeze_vision_tower": (
+        "Freeze vision tower",
+        "冻结视觉编码器",
+        "Keep the image encoder's weights as they are (LoRA adapts the language model only).",
+        "不训练图像编码器的权重(LoRA 只适配语言模型)。",
+    ),
+    "freeze_multi_modal_projector": (
+        "Freeze projector",
+        "冻结多模态投影层",
+        "Keep the layers that turn image features into the language model's inputs as they are.",
+        "不训练把图像特征转换为语言模型输入的投影层。",
+    ),
+    "freeze_language_model": (
+        "Freeze language model",
+        "冻结语言模型",
+        "Train only the image side (full fine-tuning with the vision tower or projector unfrozen).",
+        "只训练图像部分(全参数微调时需解冻视觉编码器或投影层)。",
+    ),
     "pref_beta": (
         "Beta",
         "Beta 参数",

@@ -143,8 +143,19 @@ WORDS: dict[str, tuple[str, str]] = {
         "这里无需设置(ZeroBoard 自己会处理)",
     ),
     "lf.noop_media": (
-        "a setting for images, video or audio; ZeroBoard trains text only",
-        "这是图像、视频或音频的设置;ZeroBoard 只训练文本",
+        "a setting for video or audio, which ZeroBoard does not train (it trains text, and images with a Qwen-VL model)",
+        "这是视频或音频的设置,ZeroBoard 不训练它们(它训练文本,以及配合 Qwen-VL 模型的图像)",
+    ),
+    "lf.noop_image_option": (
+        "an image option of other model families' processors (Gemma 3, Llama 4); the Qwen-VL models ZeroBoard trains "
+        "on images do not use it",
+        "这是其他模型系列(Gemma 3、Llama 4)处理器的图像选项;ZeroBoard 用图像训练的 Qwen-VL 模型不使用它",
+    ),
+    "lf.media_dir": (
+        "ZeroBoard reads a record's relative image paths from the dataset's folder (dataset_dir), LLaMA-Factory's "
+        "default; move the images there or write their paths in full, and leave media_dir out",
+        "ZeroBoard 从数据集所在文件夹(dataset_dir)读取记录中的相对图像路径(即 LLaMA-Factory 的默认值);"
+        "请把图像放到那里或写出完整路径,并去掉 media_dir",
     ),
     "lf.noop_inference": (
         "a setting for generating text, not for training; the chat page has its own",

@@ -8,6 +8,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "section_train": ("Hyperparameters", "超参数"),
     "section_speed": ("Speed-ups", "加速选项"),
     "section_lora": ("LoRA configurations", "LoRA 参数设置"),
+    "section_vision": ("Images (vision-language models)", "图像(视觉语言模型)"),
     "section_pref": ("Preference tuning (DPO, ORPO, SimPO, KTO)", "偏好训练参数设置(DPO、ORPO、SimPO、KTO)"),
     "section_output": ("Output", "输出"),
     "section_devices": ("Devices and DeepSpeed", "设备与 DeepSpeed"),

@@ -119,6 +119,11 @@ WORDS: dict[str, tuple[str, str]] = {
         "is {got}, above {limit} bytes: a cell or record that large is a whole dataset in one field",
         "为 {got},超过 {limit} 字节:这么大的单元格或记录相当于把整个数据集放进一个字段",
     ),
+    "bound.image_pixels": (
+        "is {got}, above {limit} pixels: no model's image processor takes a picture that large (a Qwen-VL model reads "
+        "at most 16 million); lower it",
+        "为 {got},超过 {limit} 像素:没有哪个模型的图像处理器接受这么大的图片(Qwen-VL 模型最多读取 1600 万像素);请减小",
+    ),
     "bound.at_least": ("must be at least {limit} (got {got})", "至少为 {limit}(当前为 {got})"),
     "check.batch_over_data": (
         "one optimizer step takes {per_step} samples (micro-batch × accumulation × devices) but the data holds {n}: "
