@@ -117,6 +117,9 @@ def test_a_batch_with_images_gets_their_pixels_in_order(seen, tmp_path):
     assert out["image_grid_thw"].tolist() == [[1, 4, 6], [1, 10, 4], [1, 4, 6]]
     assert int(out["mm_token_type_ids"].sum()) == sum(len(r["input_ids"]) - 1 for r in rows)
     assert out["attention_mask"].min() == 0 and "images" not in out
+    image(tmp_path / "a.png", 200, 200)  # replaced after its tokens were written: said, not the model's shape error
+    with pytest.raises(DataError, match="overwrite_cache"):
+        vision.Collator(tok.pad_token_id, v)(rows[:1])
 
 
 # --- what trains -------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from .. import files, words
 from ..data import convert, info as datainfo, media, records as datarecords, tokens
 from ..data.formats import DataError
 from ..data.info import DatasetSource
-from ..job import mapping, spec as specmod
+from ..job import mapping, modelinfo, spec as specmod
 from ..words import say
 from . import dataload, prefdata, templates
 
@@ -290,7 +290,8 @@ def tokenized(names: list[str], job: specmod.JobSpec, tokenizer, main_first=cont
         if (unfit := datainfo.stage_problem(src, job.training_stage)) is not None:
             raise DataError(unfit)
         if src.images and vision is None:  # checked before launch too: a text-only model cannot see them
-            raise DataError(media.images_problem(src.name, job.model_name_or_path, "text-only", False))
+            kind = modelinfo.model_type(Path(job.model_name_or_path)) or "?"
+            raise DataError(media.images_problem(src.name, job.model_name_or_path, kind, False))
     path = cache_root() / cache_key(sources, tokenizer, job, vision)
     built = False
     with main_first():

@@ -142,6 +142,9 @@ class Collator(TokenCounter):
             self.tokens -= fake if self.tokens > before else 0
         out.update(self.vision.pixels(images))
         out["mm_token_type_ids"] = (out["input_ids"] == self.vision.ids[1]).long()
+        wanted = int(out["image_grid_thw"].prod(-1).sum()) // self.vision.merge ** 2
+        if int(out["mm_token_type_ids"].sum()) != wanted:  # a picture changed since its tokens were written
+            raise DataError(say("data.image_changed", files=", ".join(sorted(set(files)))[:300]))
         return out
 
 

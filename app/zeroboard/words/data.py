@@ -185,6 +185,11 @@ WORDS: dict[str, tuple[str, str]] = {
         "cutoff_len {cutoff} 截断了图像的 token,而模型必须看到完整的图像;已跳过(请增大 cutoff_len,或减小 "
         "image_max_pixels 让图像占用更少的 token)",
     ),
+    "data.image_changed": (
+        "the pictures of this batch ({files}) take another number of tokens than when the data was tokenized: a "
+        "file was replaced; set overwrite_cache to tokenize the data again",
+        "这一批的图片({files})所需的 token 数与数据分词时不同:有文件被替换了;请设置 overwrite_cache 重新分词",
+    ),
     "data.image_unreadable": (
         "image {path} cannot be read: {why}; fix the path in the record (relative to dataset_dir) or the file",
         "无法读取图像 {path}:{why};请修正记录中的路径(相对 dataset_dir)或该文件",
