@@ -166,3 +166,50 @@ def test_images_need_a_vision_language_model_the_sft_stage_and_no_packing(vlm, d
     (tmp_path / "d" / "dataset_info.json").write_text(json.dumps(info))
     err = checks.validate(JobSpec(**{**good.__dict__, "dataset_dir": str(tmp_path / "d")}), []).errors["dataset"]
     assert "columns.videos" in err and "video" in err
+
+
+# --- the other Qwen-VL families ----------------------------------------------------------------------------------
+
+_TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]})
+_PATCHES = dict(patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_heads=2, depth=2)
+FAMILIES = {
+    "qwen2_vl": (_TEXT, dict(embed_dim=32, hidden_size=64, mlp_ratio=2, **_PATCHES)),
+    "qwen2_5_vl": (_TEXT, dict(hidden_size=32, intermediate_size=64, out_hidden_size=64, fullatt_block_indexes=[1],
+                               window_size=64, **_PATCHES)),
+    "qwen3_vl_moe": ({**_TEXT, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+                     dict(hidden_size=32, intermediate_size=64, out_hidden_size=64, num_position_embeddings=256,
+                          deepstack_visual_indexes=[0], **_PATCHES)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_qwen_vl_family_reads_its_pictures_and_the_fake_one_and_learns(family, vlm, tmp_path):
+    """Qwen2-VL, Qwen2.5-VL and Qwen3-VL-MoE (Qwen3-VL: the demo's), tiny, on the demo's tokenizer and processor: a
+    batch with a picture and one without give a finite loss whose gradients reach the language model."""
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoTokenizer
+
+    from zeroboard.training import templates, vision
+    from zeroboard.training.demo_vision import QWEN_TOKENS, image_processor
+
+    tok = AutoTokenizer.from_pretrained(vlm[0])
+    ids = dict(zip(("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"),
+                   tok.convert_tokens_to_ids([QWEN_TOKENS[4], QWEN_TOKENS[5], QWEN_TOKENS[2], QWEN_TOKENS[3]])))
+    text, sight = FAMILIES[family]
+    config = AutoConfig.for_model(family, text_config={**text, "vocab_size": len(tok)}, vision_config=sight, **ids)
+    AutoModelForImageTextToText.from_config(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    image_processor().save_pretrained(tmp_path)
+    model = vision.auto_model(tmp_path).from_pretrained(tmp_path)
+    templates.apply(tok, "qwen3_vl_nothink")
+    seen = vision.Vision.of(JobSpec(model_name_or_path=str(tmp_path)), tok)
+    picture = image(tmp_path / "p.png", 96, 64)
+    conv, pads = seen.expand([{"role": "user", "content": "<image>Colour?"}, {"role": "assistant", "content": "Red."}],
+                             [picture])
+    ids, _ = templates.encode_layouts(tok, [templates.Renderer.of(tok).layout(conv)])[0]
+    assert ids.count(seen.ids[1]) == pads == 6
+    for rows in ([{"input_ids": ids, "labels": ids, "images": [picture]}], [{"input_ids": ids[:4], "labels": ids[:4]}]):
+        model.zero_grad()
+        loss = model(**vision.Collator(tok.pad_token_id, seen)(rows)).loss
+        loss.backward()
+        assert loss.isfinite() and model.get_output_embeddings().weight.grad.abs().sum() > 0
