@@ -18,7 +18,6 @@ Needs torch, transformers and Pillow: the trainer's process only.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from dataclasses import dataclass
@@ -62,11 +61,11 @@ class Vision:
     @classmethod
     def of(cls, job: specmod.JobSpec, tokenizer) -> Vision | None:
         """None for a text-only model."""
-        if not is_vision(job.model_name_or_path):
+        cfg = modelinfo.model_config(Path(job.model_name_or_path)) or {}
+        if cfg.get("model_type") not in media.VISION_TYPES:
             return None
         from transformers import AutoImageProcessor
 
-        cfg = json.loads((Path(job.model_name_or_path) / "config.json").read_text(encoding="utf-8"))
         processor = AutoImageProcessor.from_pretrained(job.model_name_or_path)
         ids = (cfg["vision_start_token_id"], cfg["image_token_id"], cfg["vision_end_token_id"])
         start, pad, end = tokenizer.convert_ids_to_tokens(list(ids))
