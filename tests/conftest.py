@@ -100,6 +100,19 @@ def no_cli_job_outlives_its_test():
     stop_jobs(Path(os.environ["ZEROBOARD_RUNS_INDEX"]))
 
 
+_PROCESS_STATE = ("ZEROBOARD_WORKSPACE", "ZEROBOARD_ALLOW_PATHS", "ZEROBOARD_RUNS_INDEX", "HF_HUB_CACHE", "HF_HOME")
+
+
+@pytest.fixture(autouse=True)
+def leaves_the_process_as_it_found_it():
+    """The working folder and the workspace's variables are the process's, shared by every later test of this worker:
+    a test that changes them (not through monkeypatch) fails here, by its own name, not a later test by chance."""
+    before = os.getcwd(), {k: os.environ.get(k) for k in _PROCESS_STATE}
+    yield
+    after = os.getcwd(), {k: os.environ.get(k) for k in _PROCESS_STATE}
+    assert after == before, f"this test left the process changed: {before} -> {after}"
+
+
 @pytest.fixture()
 def index(tmp_path):
     """A runs index of the test's own; every job registered there is stopped when the test ends."""

@@ -4,6 +4,7 @@ Hugging Face cache. CPU only: the GPUs are NVML-shaped records, the model a conf
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -83,6 +84,7 @@ def test_fit_and_advice_prefer_headroom_to_a_tight_fit(model_dir):
 
 def test_plan_fit_prints_set_overrides(model_dir, monkeypatch, capsys):
     monkeypatch.setattr(devices, "detect_gpus", lambda with_processes=False: h200(24))
+    monkeypatch.setenv("ZEROBOARD_ALLOW_PATHS", os.environ["ZEROBOARD_ALLOW_PATHS"])  # --allow-path adds to it
     path = model_dir.parent / "job.yaml"
     path.write_text(spec.dump_yaml(job(model_dir)))
     # the GPUs are faked: nothing may run on them (--probe-budget 0: the step-time model ranks, as on a laptop)

@@ -154,7 +154,8 @@ def test_images_need_a_vision_language_model_the_sft_stage_and_no_packing(vlm, d
     good = JobSpec(model_name_or_path=str(model), dataset_dir=str(data), dataset=["demo_images"],
                    template="qwen3_vl_nothink", output_dir=out, num_processes=1, device_type="cpu")
     assert checks.validate(good, []).errors == {}
-    err = checks.validate(JobSpec(**{**good.__dict__, "model_name_or_path": str(demo)}), []).errors["dataset"]
+    errors = checks.validate(JobSpec(**{**good.__dict__, "model_name_or_path": str(demo)}), []).errors
+    err = errors.get("dataset", errors)
     assert "demo_images" in err and "text-only" in err and "qwen3_vl" in err
     err = checks.validate(JobSpec(**{**good.__dict__, "packing": True}), []).errors["dataset"]
     assert "packing" in err
