@@ -205,3 +205,20 @@ def test_a_hub_entry_loads_offline_from_the_datasets_cache(tmp_path, monkeypatch
     assert p.info["samples"] == 3 and "<|im_start|>system\nSYSHUB<|im_end|>" in tk.decode(p.full[0]["input_ids"])
     with pytest.raises(DataError, match="zb/not-downloaded"):
         dataprep.prepare(spec.JobSpec(dataset_dir=str(tmp_path), dataset=["missing"]), tk)
+
+
+def test_tokenizing_with_workers_leaves_os_environ_the_process_own(tmp_path):
+    """datasets' map(num_proc=2) swaps os.environ for a copy; the tokenizing step puts the real mapping back, so that
+    what its caller restores afterwards (here a MonkeyPatch, as a test's) reaches the process: nothing is left set."""
+    import datasets
+
+    real = os.environ
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZEROBOARD_PROBE", "set")
+        with dataprep.environ_kept():
+            doubled = datasets.Dataset.from_dict({"a": list(range(8))}).map(
+                lambda b: {"a": [2 * x for x in b["a"]]}, batched=True, batch_size=2, num_proc=2,
+                cache_file_name=str(tmp_path / "map.arrow"))
+        assert doubled["a"] == [2 * x for x in range(8)]
+        assert os.environ is real and os.environ["ZEROBOARD_PROBE"] == "set"
+    assert "ZEROBOARD_PROBE" not in os.environ and "ZEROBOARD_PROBE" not in real

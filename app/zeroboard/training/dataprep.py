@@ -77,6 +77,24 @@ def cache_key(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, vis
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
+@contextlib.contextmanager
+def environ_kept():
+    """``os.environ`` stays the process's own mapping. datasets' ``map(num_proc=N)`` swaps it for a copy it took before
+    its workers started (its way of putting TOKENIZERS_PARALLELISM back): whatever held the real one (a later change
+    of this process, a caller's saved state to restore) then wrote into a mapping nobody reads, and what it restored
+    stayed set.  The copy's values go back into the real mapping, which is os.environ again."""
+    real = os.environ
+    try:
+        yield
+    finally:
+        if os.environ is not real:
+            swapped = dict(os.environ)
+            os.environ = real  # noqa: B003 (the real mapping back in its place, not a clearing)
+            for key in set(real) - set(swapped):
+                del real[key]
+            real.update(swapped)
+
+
 def workers(job: specmod.JobSpec, rows: int) -> int:
     """The job's count, at most this machine's cores (a file written for a bigger node asks for more); 0: one per
     ROWS_PER_WORKER records, up to the cores and MAX_WORKERS."""
@@ -191,9 +209,10 @@ def build(sources: list[DatasetSource], tokenizer, job: specmod.JobSpec, out: Pa
                   datarecords.Sizes(job.max_cell_bytes, job.max_record_bytes))
         fn = prefdata.PreferenceBatch(*common, kind=kind) if kind else TokenizeBatch(*common, vision=vision)
         features = prefdata.features(kind) if kind else _features(vision is not None)
-        parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
-                             features=features, num_proc=procs if procs > 1 else None,
-                             cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
+        with environ_kept():
+            parts.append(raw.map(fn, batched=True, batch_size=BATCH, with_indices=True, remove_columns=raw.column_names,
+                                 features=features, num_proc=procs if procs > 1 else None,
+                                 cache_file_name=str(staging / f"map-{n}.arrow"), new_fingerprint=f"{out.name}-{n}"))
         phases["tokenize"] += time.time() - t
         read += len(raw)
     ds = mix(parts, job)
