@@ -11,7 +11,7 @@ ARG EXTRAS=[gpu]
 
 ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
 # tini as PID 1: it reaps the processes a finished job leaves to it and hands `docker stop` to the entrypoint.
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make g++ git tini >/dev/null \
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make g++ ccache git tini >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/zeroboard
@@ -26,9 +26,13 @@ ENV PATH=/opt/venv/bin:$PATH
 # A failed op is reported here, op by op with its error, and the build goes on: a job that needs the op compiles it
 # first, and the page shows that compile phase (and the error, if it fails again). CPU Adam is compiled for this
 # machine's processor (-march=native): build the image where it runs.
+# The C++ compiles go through ccache, whose store is a build cache of this machine (not a layer of the image): a
+# rebuild after a change to ZeroBoard (or anything else of the context) takes each object compiled before from it,
+# keyed by the compiler, its flags and every source and header, and compiles only what changed (BuildKit or buildah).
 ENV TORCH_CUDA_ARCH_LIST="8.0;8.6;8.9;9.0" TORCH_EXTENSIONS_DIR=/opt/torch-extensions
-RUN device=$(python3 -c "import torch; print('cuda' if torch.version.cuda else 'cpu')") \
-    && zeroboard build-ops --device "$device" \
+RUN --mount=type=cache,id=zeroboard-ccache,target=/var/cache/zeroboard-ccache \
+    device=$(python3 -c "import torch; print('cuda' if torch.version.cuda else 'cpu')") \
+    && CCACHE_DIR=/var/cache/zeroboard-ccache PATH=/usr/lib/ccache:$PATH zeroboard build-ops --device "$device" \
     || echo "ZeroBoard: DeepSpeed ops NOT pre-built (the error is above); a job that needs one compiles it first"
 
 # Runs, the generated DeepSpeed presets, the demo model, the runs index and downloaded models live on the volume.

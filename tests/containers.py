@@ -5,7 +5,7 @@ The stand-in base is Debian minbase from debootstrap with Python, plus the CPU b
 pins (pip finds that wheel locally; the CUDA build would be gigabytes). It is built once per machine and kept in
 podman's image store under a tag that hashes what it holds; the files it is made from lie in CACHE. Nothing of it
 is written into the checkout.  The project's image is kept the same way: under a tag that hashes the base, the
-build flags and every file of the build context (what .dockerignore lets through), with its build log beside the
+Dockerfile, the build flags and every file of the build context (what .dockerignore lets through), with its build log beside the
 cache; a checkout whose context changed builds anew (``ZEROBOARD_CONTAINER_REBUILD=1`` builds anew in any case:
 the benchmark measures the build).
 
@@ -189,7 +189,9 @@ def project_image(base: str, build_argv, log: Path) -> tuple[str, bool]:
     inputs in podman's store is used as it is, its build log copied to ``log``; building a new one removes the
     earlier ones."""
     h = hashlib.sha256()
-    h.update("\n".join([base, (REPO / ".dockerignore").read_text(), *build_argv("TAG")]).encode())
+    # the Dockerfile is no file of the context (.dockerignore keeps it out) but the build's recipe: a key input
+    h.update("\n".join([base, (REPO / "Dockerfile").read_text(), (REPO / ".dockerignore").read_text(),
+                        *build_argv("TAG")]).encode())
     for p in context_files():
         h.update(f"{p.relative_to(REPO)}\0".encode() + p.read_bytes() + b"\0")
     tag = f"{IMAGE_REPO}:{h.hexdigest()[:12]}"
