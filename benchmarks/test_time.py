@@ -8,7 +8,9 @@ report's phases, then keeps the figures under a label in a results file, beside 
 
 Per test: ``setup``, ``call``, ``teardown`` and ``wall`` (their sum) in seconds, and its outcome.  Per file: the
 sums, and ``tests``.  For the run: pytest's own wall time, the machine's load average before and after, the 25
-slowest tests.  The figures are what this machine measured while it ran; a busy machine makes every one longer.
+slowest tests, and how busy the processors were (``cores``: the share of the cores' time spent working, from
+/proc/stat, and the core-seconds left idle: time a third worker could have used, where the tests wait rather than
+compute).  The figures are what this machine measured while it ran; a busy machine makes every one longer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,24 @@ def cpu_model() -> str:
         return platform.processor()
     name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
     return f"{name}, {'avx512' if ' avx512f' in info else 'avx2' if ' avx2' in info else 'no avx2'}"
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, idle) seconds of all cores since boot, from /proc/stat (None where there is none)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and waiting for I/O
+    return (sum(fields[:8]) - idle) / tick, idle / tick
+
+
+def cpu_share(before, after) -> dict:
+    if not before or not after:
+        return {}
+    busy, idle = after[0] - before[0], after[1] - before[1]
+    return {"busy_share": round(busy / max(busy + idle, 1e-9), 3), "idle_core_s": round(idle, 1)}
 
 
 # --- the plugin (loaded into pytest with -p test_time) ---------------------------------------------------------------
@@ -90,7 +110,7 @@ def main() -> int:
     env = {**os.environ, PLUGIN_ENV: str(records),
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")) if p)}
     argv = [sys.executable, "-m", "pytest", "-p", "test_time", *(args.pytest or DEFAULT)]
-    load_before = os.getloadavg()
+    load_before, cpu_before = os.getloadavg(), cpu_times()
     start = time.time()
     done = subprocess.run(argv, cwd=ROOT, env=env)
     wall = time.time() - start
@@ -104,12 +124,14 @@ def main() -> int:
                         "when": when,
                         "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
                                     "load_before": [round(x, 2) for x in load_before],
-                                    "load_after": [round(x, 2) for x in os.getloadavg()]},
+                                    "load_after": [round(x, 2) for x in os.getloadavg()],
+                                    "cores": cpu_share(cpu_before, cpu_times())},
                         "note": args.note, **summarize(lines)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n")
     s = kept[args.label]
-    print(f"{args.label}: pytest {s['pytest_wall_s']} s, {s['outcomes']}, exit {done.returncode}; 10 slowest:")
+    print(f"{args.label}: pytest {s['pytest_wall_s']} s, {s['outcomes']}, exit {done.returncode}, "
+          f"cores {s['machine']['cores']}; 10 slowest:")
     for name, secs in s["slowest"][:10]:
         print(f"  {secs:8.1f} s  {name}")
     return done.returncode
