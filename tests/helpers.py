@@ -95,6 +95,24 @@ def wait_until(fn, timeout: float, what: str, every: float = 0.25):
         time.sleep(every)
 
 
+@contextlib.contextmanager
+def held(run_dir: Path):
+    """A running job's ranks stopped (SIGSTOP) while a test or the screenshot tool reads its page, then let go
+    (SIGCONT): the page shows a run still running however busy the machine, so the run itself can be short.  Its
+    stall_min_s must be longer than the pause, or the page says it stalled."""
+    state = json.loads((run_dir / record.STATE_FILE).read_text())
+    pids = [r["pid"] for r in state.get("ranks", []) if r.get("pid")]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
 def mark_page(pg) -> None:
     """Mark the page's document.  Gradio reloads a page by itself once it lost its connection to the server (a broken
     request) and reached it again, and drops every click meanwhile: :func:`page_reloaded` tells a test that this

@@ -1,7 +1,8 @@
 """Jobs on a real Slurm cluster (two slurmd nodes on this machine, tests/slurm_cluster.sh): the exact sbatch script
 previewed and accepted by ``sbatch --test-only``, a two-process demo job from the page to finished (its folder and
 run name made of shell syntax that must run nothing), a job that waits in Slurm's queue for the first, Abort
-through scancel verified by sacct, and Slurm's own words for a job it refuses."""
+through scancel verified by sacct (on the stand-in trainer: Slurm's part is real, the ranks start in a second), and
+Slurm's own words for a job it refuses."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_until
+from helpers import standin_env, wait_until
 from test_runner import demo_job, ended, first_log_event
 from zeroboard.cli import main as cli_main
 from zeroboard.job import record, spec
@@ -102,7 +103,11 @@ def test_a_two_process_job_from_the_page_finishes_and_shows_in_runs(cluster, tmp
     assert f"Slurm job {job_id}: COMPLETED" in runs_view.detail_markdown(mgr, st.run_dir, "en")
 
 
-def test_a_second_job_waits_in_slurms_queue_and_abort_cancels_the_first(cluster, tmp_path, index):
+def test_a_second_job_waits_in_slurms_queue_and_abort_cancels_the_first(cluster, tmp_path, index, monkeypatch):
+    # Slurm's queue and scancel are the subject, not the training (the two-process job above trains for real): the
+    # nodes' ranks run the stand-in trainer, which sbatch hands them with the rest of this environment
+    for k, v in standin_env(step_s=0.1).items():
+        monkeypatch.setenv(k, v)
     mgr = runner.JobManager(index=index, grace_s=15)
     first = mgr.start(prepare_launch(on_slurm(tmp_path / "first", max_steps=5000, logging_steps=1), gpus=[]))
     first_log_event(first.run_dir)

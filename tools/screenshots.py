@@ -58,10 +58,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the server and wait helpers are the tests' own
 
-from shots_page import Tab, Written, held, tolerance  # noqa: E402
+from shots_page import Tab, Written, tolerance  # noqa: E402
 from shots_tabs import lesson_problem, shoot_chat, shoot_queue, shoot_runs  # noqa: E402
 
-from helpers import start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
+from helpers import held, start_on_page, start_server, stop_jobs, stop_server, wait_until  # noqa: E402
 from zeroboard import words  # noqa: E402
 from zeroboard.job import presets  # noqa: E402
 from zeroboard.job.command import free_port, port_is_free  # noqa: E402

@@ -4,17 +4,12 @@ an image written only when it differs from the one already there by more than li
 from __future__ import annotations
 
 import io
-import json
-import os
-import signal
 import time
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers import wait_until
 from zeroboard import words
-from zeroboard.job.record import STATE_FILE
 
 CHAPTER = ("chapter_controls", "chapter_stage", "chapter_preview", "chapter_json", "chapter_procs", "chapter_output",
            "chapter_answer", "chapter_compare")
@@ -283,21 +278,3 @@ def difference(path: Path, image) -> float | None:
     per_pixel = ImageChops.lighter(ImageChops.lighter(*diff.split()[:2]), diff.split()[2])  # the largest channel
     changed = sum(per_pixel.histogram()[PIXEL_DELTA + 1:]) + image.width * image.height - box[2] * box[3]
     return changed / (image.width * image.height)
-
-
-@contextmanager
-def held(run_dir: Path):
-    """The demo run's ranks stopped (SIGSTOP) while the tabs shoot it, then let go (SIGCONT): every tab shows the
-    same step of a run still running. On a busy machine the run otherwise ended between the first tab's shots and
-    the last's. The run's stall_min_s (start_demo_run) is longer than the pause, so it is not shown as stalled."""
-    state = json.loads((run_dir / STATE_FILE).read_text())
-    pids = [r["pid"] for r in state.get("ranks", []) if r.get("pid")]
-    for pid in pids:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)

@@ -45,8 +45,10 @@ class Peers:
     """The ranks' meeting place (a folder per launch): each rank's pid, host, step and memory, and the barrier."""
 
     def __init__(self, out: Path):
-        # one launch: the ranks of a job are children of one launcher process (torchrun's agent, deepspeed's runner)
-        key = f"{os.getppid()}-{hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:12]}"
+        # one launch: the ranks of a job are children of one launcher process (torchrun's agent, deepspeed's runner),
+        # or, under Slurm, of one launcher per node, all of one Slurm job (the test cluster's nodes share /tmp)
+        launch = os.environ.get("SLURM_JOB_ID") or str(os.getppid())
+        key = f"{launch}-{hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:12]}"
         self.dir = Path(tempfile.gettempdir()) / f"zeroboard-standin-{key}"
         self.dir.mkdir(exist_ok=True)
 
