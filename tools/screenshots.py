@@ -346,8 +346,11 @@ def shoot_all(tabs: list[Tab], opts: Options, index: Path, ws: Path, log: Path) 
     shoot_running(tabs, opts.out, opts, index, ws)
     shoot_finished(tabs, opts.out)
     shoot_chat(tabs, opts.out, index, DEMO_RUN, ANSWER_S)
+    for t in tabs:  # nothing to shoot while the compared runs train: an open page's ticks take CPU they need
+        t.pg.goto("about:blank")
     names = run_compared(ws, index, log)
     for t in tabs:
+        t.open()  # the Runs tab's shots are of that tab alone: a fresh page shows them as the one left open did
         t.done.compared[t.lang] = shoot_runs(t, opts.out, names)
 
 
