@@ -5,9 +5,9 @@ The stand-in base is Debian minbase from debootstrap with Python, plus the CPU b
 pins (pip finds that wheel locally; the CUDA build would be gigabytes). It is built once per machine and kept in
 podman's image store under a tag that hashes what it holds; the files it is made from lie in CACHE. Nothing of it
 is written into the checkout.  The project's image is kept the same way: under a tag that hashes the base, the
-Dockerfile, the build flags and every file of the build context (what .dockerignore lets through), with its build log beside the
-cache; a checkout whose context changed builds anew (``ZEROBOARD_CONTAINER_REBUILD=1`` builds anew in any case:
-the benchmark measures the build).
+Dockerfile, the build flags and every file of the build context (what .dockerignore lets through), with its build
+log beside the cache; a checkout whose context changed builds anew (``ZEROBOARD_CONTAINER_REBUILD=1`` builds anew in
+any case: the benchmark measures the build), its DeepSpeed ops from the machine's compiler cache (the Dockerfile's).
 
 What this machine needs, for these commands only (never baked into the image):
 - the containers' default ulimits exceed the host's hard limits, and crun cannot run with its cgroups: a
